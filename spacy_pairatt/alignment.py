@@ -1,0 +1,113 @@
+"""Wordpieces to words: pooled hidden states and word-level attention.
+
+Pure numpy over the arrays in `TransformerData`, so it is testable without a pipeline.
+
+The transformer's outputs for one Doc are windows (spans) of `P` padded wordpiece positions, and
+`TransformerData.align` maps each spaCy token to positions in the flattened `W * P` grid; a token
+can own several wordpieces and a wordpiece can belong to several tokens ("do" and "n't" share
+"don"), and whitespace tokens own none. A *unit* is what the pair scorer sees: unit 0 is the
+artificial root, carried by each window's first position ([CLS] or <s>), units 1..n are the words.
+
+Pooling rules (Clark et al. 2019, and what the paper's word-level pairs need):
+- hidden state of a unit: mean over its wordpieces (over all windows that hold it);
+- attention *from* a unit: mean over its wordpieces' rows, attention *to* a unit: sum over its
+  wordpieces' columns, so a word's attention row still sums to at most 1;
+- a pair is read in every window that holds both units and averaged over those windows; a pair
+  that shares no window gets zero attention, and `shared == 0` says so.
+"""
+from dataclasses import dataclass
+from typing import List, Sequence
+
+import numpy as np
+
+
+@dataclass
+class UnitAlignment:
+    """Which wordpieces each unit of one sentence owns, restricted to the windows it touches.
+
+    windows: (k,) sorted window indices touched by the sentence.
+    membership: (n_units, k, P) bool, True where the unit owns that wordpiece position.
+    """
+
+    windows: np.ndarray
+    membership: np.ndarray
+
+    @property
+    def n_units(self) -> int:
+        return self.membership.shape[0]
+
+    @property
+    def has_wordpieces(self) -> np.ndarray:
+        """(n_units,) bool: False for units with no wordpiece (e.g. whitespace tokens)."""
+        return self.membership.any(axis=(1, 2))
+
+    def mean_weights(self) -> np.ndarray:
+        """(n_units, k, P) float32 weights that average a unit's wordpieces over all windows."""
+        counts = self.membership.sum(axis=(1, 2), keepdims=True)
+        return self.membership / np.maximum(counts, 1).astype("float32")
+
+
+def align_units(
+    align_lengths: np.ndarray,
+    align_indices: np.ndarray,
+    n_positions: int,
+    token_start: int,
+    token_end: int,
+) -> UnitAlignment:
+    """Alignment of root + tokens[token_start:token_end] from a ragged token->wordpiece map.
+
+    align_lengths: (n_tokens,) wordpieces per token of the Doc; align_indices: their flat
+    positions in the (W * n_positions) grid, concatenated in token order.
+    """
+    align_lengths = np.asarray(align_lengths, dtype="int64")
+    align_indices = np.asarray(align_indices, dtype="int64")
+    if not 0 <= token_start <= token_end <= len(align_lengths):
+        raise ValueError(
+            f"Token range [{token_start}, {token_end}) is outside the alignment of "
+            f"{len(align_lengths)} tokens"
+        )
+    offsets = np.concatenate([[0], np.cumsum(align_lengths)])
+    flat = align_indices[offsets[token_start] : offsets[token_end]]
+    owners = np.repeat(np.arange(1, token_end - token_start + 1), align_lengths[token_start:token_end])
+    windows = np.unique(flat // n_positions)
+    membership = np.zeros((token_end - token_start + 1, len(windows), n_positions), dtype=bool)
+    membership[owners, np.searchsorted(windows, flat // n_positions), flat % n_positions] = True
+    membership[0, :, 0] = True
+    return UnitAlignment(windows=windows, membership=membership)
+
+
+def pool_hidden(hidden: np.ndarray, alignment: UnitAlignment) -> np.ndarray:
+    """(n_units, M) mean of each unit's wordpiece vectors; zeros for units with none.
+
+    hidden: (W, P, M) last hidden state of the Doc's windows.
+    """
+    selected = hidden[alignment.windows]
+    return np.einsum("ukp,kpm->um", alignment.mean_weights(), selected).astype(hidden.dtype, copy=False)
+
+
+def pool_hidden_backward(d_units: np.ndarray, alignment: UnitAlignment, hidden_shape: Sequence[int]) -> np.ndarray:
+    """Gradient of `pool_hidden` with respect to `hidden`, as a (W, P, M) array."""
+    d_hidden = np.zeros(hidden_shape, dtype=d_units.dtype)
+    d_hidden[alignment.windows] = np.einsum("ukp,um->kpm", alignment.mean_weights(), d_units)
+    return d_hidden
+
+
+def pool_attention(attentions: List[np.ndarray], alignment: UnitAlignment):
+    """Word-level attention between all units, for every layer and head.
+
+    attentions: one (W, H, P, P) array per layer, rows attending to columns.
+    Returns (attention, shared): attention is (L*H, n_units, n_units) float32 where
+    attention[l*H + h, i, j] is how much unit i attends to unit j in layer l, head h, averaged
+    over the windows both units share; shared is (n_units, n_units) int, that window count.
+    """
+    membership = alignment.membership.transpose(1, 0, 2).astype("float32")  # (k, n, P)
+    per_window_counts = membership.sum(axis=2, keepdims=True)
+    rows = membership / np.maximum(per_window_counts, 1)  # mean over the unit's wordpieces
+    present = (per_window_counts[..., 0] > 0).astype("float32")  # (k, n)
+    shared = np.einsum("ki,kj->ij", present, present)
+    # (k, L*H, P, P): one window's maps, all layers and heads stacked layer-major.
+    maps = np.concatenate([layer[alignment.windows] for layer in attentions], axis=1)
+    from_rows = np.matmul(rows[:, None], maps)  # (k, LH, n, P)
+    per_window = np.matmul(from_rows, membership.transpose(0, 2, 1)[:, None])  # (k, LH, n, n)
+    attention = per_window.sum(axis=0) / np.maximum(shared, 1)
+    return attention.astype("float32", copy=False), shared.astype("int32")

@@ -1,0 +1,263 @@
+"""`pairatt_parser`: a graph-based dependency parser over a shared transformer's pair features.
+
+Reads `Doc._.trf_data` (hidden states and attention of every layer and head) through a listener,
+scores every (dependent, head) pair of each sentence and decodes one tree per sentence.
+Sentences are the Doc's sentence boundaries when it has them, else the whole Doc.
+"""
+from itertools import islice
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+import srsly
+from spacy.attrs import DEP, HEAD
+from spacy.language import Language
+from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
+from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model
+
+from ..decoding import DECODERS, decode_heads
+from ..features import ATTENTION_CONFIG_HINT, MissingAttentionError
+from ..layers.parser_model import ParseScores
+from ..objectives import arc_log_scores, best_labels, parser_loss
+
+DEFAULT_MODEL_CONFIG = """
+[model]
+@architectures = "spacy-pairatt.PairAttParser.v1"
+grad_factor = 1.0
+
+[model.tok2vec]
+@architectures = "spacy-pairatt.TransformerListener.v1"
+upstream = "*"
+
+[model.scorer]
+@architectures = "spacy-pairatt.PairScorer.v1"
+mode = "biaffine"
+use_embeddings = true
+use_attention = true
+arc_width = 256
+label_width = 128
+dropout = 0.1
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+ROOT_LABEL_SOURCE = "root arcs"
+
+
+@Language.factory(
+    "pairatt_parser",
+    assigns=["token.dep", "token.head", "token.is_sent_start", "doc.sents"],
+    default_config={
+        "model": DEFAULT_MODEL,
+        "decoder": "mst",
+        "scorer": {"@scorers": "spacy-pairatt.parser_scorer.v1"},
+    },
+    default_score_weights={
+        "dep_uas": 0.5,
+        "dep_las": 0.5,
+        "dep_las_per_type": None,
+        "dep_uas_punct": None,
+        "dep_las_punct": None,
+        "dep_single_tree": None,
+        "sents_p": None,
+        "sents_r": None,
+        "sents_f": 0.0,
+    },
+)
+def make_pairatt_parser(nlp: Language, name: str, model: Model, decoder: str, scorer: Optional[Callable]):
+    """decoder: "mst" (one well-formed tree, exactly one root, non-projective allowed) or
+    "greedy" (each word's best head, as the paper does in training; may not be a tree)."""
+    return PairAttParser(nlp.vocab, model, name, decoder=decoder, scorer=scorer)
+
+
+class PairAttParser(TrainablePipe):
+    """Dependency parser scoring word pairs from hidden states and pair-wise attention."""
+
+    def __init__(self, vocab: Vocab, model: Model, name: str = "pairatt_parser", *, decoder: str = "mst", scorer=None):
+        if decoder not in DECODERS:
+            raise ValueError(f"pairatt_parser: decoder must be one of {DECODERS}, got {decoder!r}")
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.decoder = decoder
+        self.scorer = scorer
+        self.cfg: Dict = {"labels": [], "root_labels": [], "dims": {}}
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> Dict[str, List[str]]:
+        """What `spacy init labels` saves and `initialize(labels=...)` takes back."""
+        return {"labels": list(self.cfg["labels"]), "root_labels": list(self.cfg["root_labels"])}
+
+    @property
+    def mode(self) -> str:
+        return self.model.get_ref("scorer").attrs["mode"]
+
+    def add_label(self, label: str) -> int:
+        """Add a label before initialization; the model cannot grow its label set afterwards."""
+        if label in self.cfg["labels"]:
+            return 0
+        self._allow_extra_label()
+        self.cfg["labels"].append(label)
+        return 1
+
+    def predict(self, docs: Iterable[Doc]):
+        """Decode one tree per sentence: (sentences, heads per sentence, label ids per sentence)."""
+        docs = list(docs)
+        if not any(len(doc) for doc in docs):
+            return [], [], []
+        parse = self.model.predict(docs)
+        return self._decode(parse)
+
+    def _decode(self, parse: ParseScores):
+        arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
+        labels = self.labels
+        root_allowed = np.isin(labels, self.cfg["root_labels"])
+        heads_out, labels_out = [], []
+        for b, (_, _, n_words) in enumerate(parse.sentences):
+            n = n_words + 1
+            heads = decode_heads(arcs[b, :n, :n], self.decoder)
+            heads_out.append(heads)
+            labels_out.append(best_labels(parse.scores[b, :n, :n], heads, root_allowed, ~root_allowed))
+        return parse.sentences, heads_out, labels_out
+
+    def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
+        """Write Token.head and Token.dep (the root's head is itself, spaCy's convention)."""
+        docs = list(docs)
+        sentences, heads_per_sentence, labels_per_sentence = predictions
+        label_ids = np.array([self.vocab.strings.add(label) for label in self.labels], dtype="uint64")
+        arrays: Dict[int, np.ndarray] = {}
+        for (doc_index, start, n_words), heads, label_index in zip(sentences, heads_per_sentence, labels_per_sentence):
+            doc = docs[doc_index]
+            array = arrays.setdefault(doc_index, np.zeros((len(doc), 2), dtype="uint64"))
+            words = np.arange(start, start + n_words)
+            absolute_heads = np.where(heads[1:] == 0, words, start + heads[1:] - 1)
+            array[words, 0] = (absolute_heads - words).astype("int64").astype("uint64")
+            array[words, 1] = label_ids[label_index]
+        for doc_index, array in arrays.items():
+            docs[doc_index].from_array([HEAD, DEP], array)
+
+    def get_loss(self, examples: Iterable[Example], parse: ParseScores):
+        examples = list(examples)
+        gold_heads, gold_labels = self._gold_arrays(examples, parse)
+        return parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode)
+
+    def _gold_arrays(self, examples: List[Example], parse: ParseScores):
+        """(B, N) gold head units and label ids; -1 where the gold data has no usable arc."""
+        label_index = {label: i for i, label in enumerate(self.labels)}
+        shape = parse.mask.shape
+        gold_heads = np.full(shape, -1, dtype="int64")
+        gold_labels = np.full(shape, -1, dtype="int64")
+        aligned = {}
+        for b, (doc_index, start, n_words) in enumerate(parse.sentences):
+            if doc_index not in aligned:
+                aligned[doc_index] = examples[doc_index].get_aligned_parse(projectivize=False)
+            heads, deps = aligned[doc_index]
+            for unit, token_i in enumerate(range(start, start + n_words), start=1):
+                head, dep = heads[token_i], deps[token_i]
+                if head is None or dep is None or not dep:
+                    continue
+                if dep not in label_index:
+                    raise ValueError(
+                        f"pairatt_parser: label {dep!r} on token {token_i} of example "
+                        f"{examples[doc_index].reference.text[:80]!r} is not one of the "
+                        f"{len(label_index)} labels the model was initialized with"
+                    )
+                if head == token_i:
+                    gold_heads[b, unit] = 0
+                elif start <= head < start + n_words:
+                    gold_heads[b, unit] = head - start + 1
+                else:
+                    continue  # the gold head lies in another predicted sentence
+                gold_labels[b, unit] = label_index[dep]
+        return gold_heads, gold_labels
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[Dict[str, List[str]]] = None,
+    ) -> None:
+        """Collect labels, check the upstream transformer and build the scorer."""
+        validate_get_examples(get_examples, "PairAttParser.initialize")
+        if labels is not None:
+            self.cfg["labels"] = list(labels["labels"])
+            self.cfg["root_labels"] = list(labels["root_labels"])
+        else:
+            all_labels, root_labels = set(self.cfg["labels"]), set()
+            for example in get_examples():
+                for token in example.reference:
+                    if token.dep_:
+                        all_labels.add(token.dep_)
+                        if token.head.i == token.i:
+                            root_labels.add(token.dep_)
+            self.cfg["labels"] = sorted(all_labels)
+            self.cfg["root_labels"] = sorted(root_labels)
+        if not self.cfg["labels"]:
+            raise ValueError(
+                "pairatt_parser: no dependency labels found in the training examples; "
+                "it needs data with heads and labels (e.g. a .spacy corpus converted from CoNLL-U)"
+            )
+        hidden_width, n_layers, n_heads = upstream_transformer_dims(self, nlp)
+        self.cfg["dims"] = {"nI": hidden_width, "nA": n_layers * n_heads, "nO": 1 + len(self.cfg["labels"])}
+        self.model.get_ref("tok2vec").set_dim("nO", hidden_width)
+        self._build_scorer()
+
+    def _build_scorer(self) -> None:
+        """Give the scorer its dimensions from cfg and create its weights, if cfg has them."""
+        if not self.cfg.get("dims"):
+            return
+        scorer = self.model.get_ref("scorer")
+        if scorer.layers:
+            return
+        for name, value in self.cfg["dims"].items():
+            scorer.set_dim(name, value)
+        scorer.initialize()
+
+    def from_bytes(self, bytes_data, *, exclude=tuple()):
+        msg = srsly.msgpack_loads(bytes_data)
+        if "cfg" in msg and "cfg" not in exclude:
+            self.cfg.update(srsly.json_loads(msg["cfg"]))
+            self._build_scorer()
+        return super().from_bytes(bytes_data, exclude=exclude)
+
+    def from_disk(self, path, *, exclude=tuple()):
+        cfg_path = Path(path) / "cfg"
+        if cfg_path.exists() and "cfg" not in exclude:
+            self.cfg.update(srsly.read_json(cfg_path))
+            self._build_scorer()
+        return super().from_disk(path, exclude=exclude)
+
+
+def upstream_transformer_dims(component: PairAttParser, nlp: Optional[Language]) -> Tuple[int, int, int]:
+    """(hidden width, layers, heads) of the transformer feeding this component's listener.
+
+    Fails with the config keys to set when there is none or when it does not output attention.
+    """
+    listener = component.model.get_ref("tok2vec")
+    upstream = None
+    if nlp is not None:
+        for name, proc in nlp.pipeline:
+            if listener in getattr(proc, "listeners", ()):
+                upstream = proc
+                break
+    if upstream is None:
+        raise ValueError(
+            f"pairatt_parser '{component.name}': no spacy-transformers 'transformer' component feeds "
+            f"its listener (upstream = {listener.upstream_name!r}). Add one before it, e.g. "
+            f'nlp.add_pipe("transformer", config=...), with attention output on.\n' + ATTENTION_CONFIG_HINT
+        )
+    config = upstream.model.transformer.config
+    uses_attention = component.model.get_ref("scorer").attrs["use_attention"]
+    if uses_attention and not (config.output_attentions and config._attn_implementation == "eager"):
+        raise MissingAttentionError(
+            f"pairatt_parser '{component.name}': the transformer '{upstream.name}' does not output "
+            f"attention weights (output_attentions={config.output_attentions}, "
+            f"attn_implementation={config._attn_implementation!r}).\n" + ATTENTION_CONFIG_HINT
+        )
+    return config.hidden_size, config.num_hidden_layers, config.num_attention_heads

@@ -1,0 +1,95 @@
+"""The thinc side of the pair scorer: config, lazy construction, numpy <-> torch conversion."""
+from dataclasses import replace
+from typing import Tuple
+
+import numpy as np
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+
+from ..features import PairBatch
+from .torch_scorers import BiaffinePairScorer, PaperPairScorer
+
+SCORER_MODES = ("paper", "biaffine")
+
+
+def build_pair_scorer(
+    mode: str = "biaffine",
+    use_embeddings: bool = True,
+    use_attention: bool = True,
+    arc_width: int = 256,
+    label_width: int = 128,
+    dropout: float = 0.1,
+) -> Model[PairBatch, np.ndarray]:
+    """Registered as `spacy-pairatt.PairScorer.v1`: scores (B, N, N, 1 + K) for a PairBatch.
+
+    mode "paper" is Meng et al.'s eq. 5 (one linear layer, NONE + K classes per pair); "biaffine"
+    is Dozat & Manning's arc and label scorer with the attention terms added. The flags make the
+    paper's ablation rows (emb, att, emb+att) configs. Dimensions nI (hidden width), nA (layers x
+    heads) and nO (1 + labels) are set by the component before `initialize`.
+    """
+    if mode not in SCORER_MODES:
+        raise ValueError(f"PairScorer mode must be one of {SCORER_MODES}, got {mode!r}")
+    if not (use_embeddings or use_attention):
+        raise ValueError("PairScorer needs use_embeddings or use_attention (or both) to be true")
+    return Model(
+        "pair_scorer",
+        forward,
+        init=init,
+        dims={"nI": None, "nA": None, "nO": None},
+        attrs={
+            "mode": mode,
+            "use_embeddings": use_embeddings,
+            "use_attention": use_attention,
+            "arc_width": arc_width,
+            "label_width": label_width,
+            "dropout": dropout,
+        },
+    )
+
+
+def init(model: Model, X=None, Y=None) -> None:
+    """Build the torch module once the dimensions are known; a second call changes nothing."""
+    if model.layers:
+        return
+    attrs = model.attrs
+    n_labels = model.get_dim("nO") - 1
+    common = dict(
+        width=model.get_dim("nI"),
+        n_attention=model.get_dim("nA"),
+        n_labels=n_labels,
+        use_embeddings=attrs["use_embeddings"],
+        use_attention=attrs["use_attention"],
+        dropout=attrs["dropout"],
+    )
+    if attrs["mode"] == "paper":
+        module = PaperPairScorer(**common)
+    else:
+        module = BiaffinePairScorer(**common, arc_width=attrs["arc_width"], label_width=attrs["label_width"])
+    model._layers.append(
+        PyTorchWrapper_v2(module, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp)
+    )
+
+
+def forward(model: Model, batch: PairBatch, is_train: bool):
+    return model.layers[0](batch, is_train)
+
+
+def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
+    hidden = xp2torch(batch.hidden, requires_grad=is_train)
+    attention = None if batch.attention is None else xp2torch(batch.attention)
+    args = (hidden, attention, xp2torch(batch.missing), xp2torch(batch.unshared))
+
+    def grads_to_batch(d_args: ArgsKwargs) -> PairBatch:
+        d_hidden = d_args.args[0]
+        d_hidden = np.zeros_like(batch.hidden) if d_hidden is None else torch2xp(d_hidden)
+        return replace(batch, hidden=d_hidden)
+
+    return ArgsKwargs(args=args, kwargs={}), grads_to_batch
+
+
+def _scores_to_xp(model: Model, inputs_outputs: Tuple, is_train: bool):
+    _, scores = inputs_outputs
+
+    def scores_grad_to_torch(d_scores: np.ndarray) -> ArgsKwargs:
+        return ArgsKwargs(args=(scores,), kwargs={"grad_tensors": (xp2torch(d_scores),)})
+
+    return torch2xp(scores), scores_grad_to_torch

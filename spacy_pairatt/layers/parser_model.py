@@ -1,0 +1,80 @@
+"""The parser's thinc model: transformer listener -> word-level pair features -> pair scorer."""
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import numpy as np
+from spacy.tokens import Doc
+from spacy_transformers.data_classes import TransformerData
+from spacy_transformers.layers import TransformerListener
+from thinc.api import Model
+from transformers.file_utils import ModelOutput
+
+from ..features import hidden_gradients, pad_batch, sentence_features
+
+
+@dataclass
+class ParseScores:
+    """Pair scores for every sentence of a batch of Docs.
+
+    sentences: (doc index, first token, number of words) per row of `scores`;
+    scores: (B, N, N, 1 + K) from the pair scorer; mask: (B, N) real units, root included.
+    """
+
+    sentences: List[Tuple[int, int, int]]
+    scores: np.ndarray
+    mask: np.ndarray
+
+
+def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
+    """Registered as `spacy-pairatt.TransformerListener.v1`: the raw per-Doc TransformerData.
+
+    Unlike `spacy-transformers.TransformerListener.v1`, it does not pool to token vectors, so
+    the attention maps and the wordpiece alignment reach the parser.
+    """
+    return TransformerListener(upstream_name=upstream)
+
+
+def build_pairatt_parser(
+    tok2vec: Model[List[Doc], List[TransformerData]], scorer: Model, grad_factor: float = 1.0
+) -> Model[List[Doc], ParseScores]:
+    """Registered as `spacy-pairatt.PairAttParser.v1`.
+
+    grad_factor scales the gradient sent back into the shared transformer (0 freezes it for
+    this component).
+    """
+    return Model(
+        "pairatt_parser_model",
+        forward,
+        layers=[tok2vec, scorer],
+        refs={"tok2vec": tok2vec, "scorer": scorer},
+        attrs={"grad_factor": grad_factor},
+    )
+
+
+def forward(model: Model, docs: List[Doc], is_train: bool):
+    tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
+    trf_datas, backprop_trf = tok2vec(docs, is_train)
+    features = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
+    batch = pad_batch(features, scorer.get_dim("nI"), scorer.get_dim("nA"))
+    scores, backprop_scores = scorer(batch, is_train)
+    sentences = [(f.doc_index, f.start, f.n_words) for f in features]
+    hidden_shapes = [
+        trf.model_output["last_hidden_state"].shape if "last_hidden_state" in trf.model_output else None
+        for trf in trf_datas
+    ]
+    with_output = [i for i, shape in enumerate(hidden_shapes) if shape is not None]
+
+    def backprop(d_scores: np.ndarray) -> List[Doc]:
+        d_batch = backprop_scores(d_scores)
+        d_hidden = hidden_gradients(d_batch.hidden, features, hidden_shapes)
+        d_trf_datas = [
+            TransformerData(
+                wordpieces=trf_datas[i].wordpieces,
+                model_output=ModelOutput(last_hidden_state=d_hidden[i] * model.attrs["grad_factor"]),
+                align=trf_datas[i].align,
+            )
+            for i in with_output
+        ]
+        return backprop_trf(d_trf_datas)
+
+    return ParseScores(sentences, scores, batch.mask), backprop

@@ -1,0 +1,87 @@
+"""Losses and arc log-scores over the (B, N, N, 1 + K) pair scores, plain numpy.
+
+Unit 0 of every sentence is the root; `mask` (B, N) marks real units. Gold arrays are (B, N):
+`gold_heads[b, i]` the head unit of unit i and `gold_labels[b, i]` its label index (0..K-1),
+both -1 where unknown (the root, padding, words the gold data does not align to).
+"""
+from typing import Tuple
+
+import numpy as np
+from scipy.special import log_softmax, logsumexp
+
+NEG_INF = -1e9
+
+
+def candidate_mask(mask: np.ndarray) -> np.ndarray:
+    """(B, N, N) True where unit j may head word i: both real, i is a word, j != i."""
+    n = mask.shape[1]
+    valid = (mask[:, :, None] > 0) & (mask[:, None, :] > 0) & ~np.eye(n, dtype=bool)
+    valid[:, 0, :] = False
+    return valid
+
+
+def arc_log_scores(scores: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
+    """(B, N, N) log-score of each arc j -> i, -inf-like where the arc is impossible.
+
+    biaffine: log-softmax of the arc channel over heads; paper: log P(not NONE) of each pair.
+    """
+    valid = candidate_mask(mask)
+    if mode == "paper":
+        arcs = logsumexp(scores[..., 1:], axis=-1) - logsumexp(scores, axis=-1)
+    else:
+        arcs = log_softmax(np.where(valid, scores[..., 0], NEG_INF), axis=-1)
+    return np.where(valid, arcs, NEG_INF)
+
+
+def parser_loss(
+    scores: np.ndarray, mask: np.ndarray, gold_heads: np.ndarray, gold_labels: np.ndarray, mode: str
+) -> Tuple[float, np.ndarray]:
+    """Cross-entropy loss and its gradient with respect to `scores`, averaged over gold words.
+
+    biaffine: softmax over candidate heads for each word plus a label softmax on the gold arc.
+    paper: one (1 + K)-way softmax per candidate pair, NONE for every pair but the gold arc
+    (summed over a word's candidates, then averaged over words).
+    """
+    valid = candidate_mask(mask)
+    known = gold_heads >= 0
+    n_known = max(int(known.sum()), 1)
+    b_idx, i_idx = np.nonzero(known)
+    h_idx = gold_heads[b_idx, i_idx]
+    l_idx = gold_labels[b_idx, i_idx]
+    d_scores = np.zeros_like(scores)
+    if mode == "paper":
+        targets = np.zeros(scores.shape[:3], dtype="int64")
+        targets[b_idx, i_idx, h_idx] = 1 + l_idx
+        pair_weight = (valid & known[:, :, None]).astype(scores.dtype)
+        log_probs = log_softmax(scores, axis=-1)
+        picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+        loss = -(picked * pair_weight).sum()
+        grad = np.exp(log_probs)
+        np.put_along_axis(grad, targets[..., None], np.take_along_axis(grad, targets[..., None], -1) - 1, -1)
+        d_scores = grad * pair_weight[..., None]
+    else:
+        arc_logits = np.where(valid, scores[..., 0], NEG_INF)
+        arc_log_probs = log_softmax(arc_logits[b_idx, i_idx], axis=-1)  # (n_known, N)
+        loss = -arc_log_probs[np.arange(len(b_idx)), h_idx].sum()
+        arc_grad = np.exp(arc_log_probs)
+        arc_grad[np.arange(len(b_idx)), h_idx] -= 1
+        d_scores[b_idx, i_idx, :, 0] = arc_grad * valid[b_idx, i_idx]
+        label_log_probs = log_softmax(scores[b_idx, i_idx, h_idx, 1:], axis=-1)
+        loss -= label_log_probs[np.arange(len(b_idx)), l_idx].sum()
+        label_grad = np.exp(label_log_probs)
+        label_grad[np.arange(len(b_idx)), l_idx] -= 1
+        d_scores[b_idx, i_idx, h_idx, 1:] = label_grad
+    return float(loss) / n_known, (d_scores / n_known).astype(scores.dtype, copy=False)
+
+
+def best_labels(scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray) -> np.ndarray:
+    """Label index for each word of one sentence given its head, among the labels allowed there.
+
+    scores (N, N, 1 + K) of one sentence, heads (N,) with heads[0] ignored; labels seen only on
+    root arcs in training stay on root arcs and the others stay off them.
+    """
+    words = np.arange(1, len(heads))
+    label_scores = scores[words, heads[1:], 1:]
+    allowed = np.where((heads[1:] == 0)[:, None], root_allowed[None], other_allowed[None])
+    return np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
+

