@@ -11,7 +11,8 @@ artificial root, carried by each window's first position ([CLS] or <s>), units 1
 Pooling rules (Clark et al. 2019, and what the paper's word-level pairs need):
 - hidden state of a unit: mean over its wordpieces (over all windows that hold it);
 - attention *from* a unit: mean over its wordpieces' rows, attention *to* a unit: sum over its
-  wordpieces' columns, so a word's attention row still sums to at most 1;
+  wordpieces' columns, so a word's attention row sums to at most 1 unless words share a
+  wordpiece (then that wordpiece is counted for each of them);
 - a pair is read in every window that holds both units and averaged over those windows; a pair
   that shares no window gets zero attention, and `shared == 0` says so.
 """

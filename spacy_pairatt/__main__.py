@@ -1,0 +1,4 @@
+"""Command line: python -m spacy_pairatt COMMAND ... (see --help)."""
+from .cli import main
+
+main()

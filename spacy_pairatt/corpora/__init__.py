@@ -1,0 +1,1 @@
+"""Data sets: where to get them and how to read them."""

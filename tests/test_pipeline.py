@@ -1,0 +1,170 @@
+"""The pairatt_parser component end to end on a tiny random BERT and real UD EWT sentences."""
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import spacy
+from thinc.api import Adam, fix_random_seed
+
+from conftest import examples_from_docs, make_pipeline
+from spacy_pairatt.decoding import is_single_rooted_tree
+from spacy_pairatt.features import MissingAttentionError
+from spacy_pairatt.scoring import sentence_is_one_tree
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. It didn't even look back!",
+    "I   saw   her   yesterday .",
+    "Short one",
+]
+
+
+def train(nlp, examples, n_iter, batch_size=10, learn_rate=1e-3):
+    """A few epochs of plain updates; returns the parser loss per epoch."""
+    optimizer = Adam(learn_rate)
+    losses_per_epoch = []
+    for _ in range(n_iter):
+        random.shuffle(examples)
+        losses = {}
+        for batch in spacy.util.minibatch(examples, batch_size):
+            nlp.update(batch, sgd=optimizer, losses=losses)
+        losses_per_epoch.append(losses["pairatt_parser"])
+    return losses_per_epoch
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_bert_dir, ud_train_docs):
+    fix_random_seed(0)
+    random.seed(0)
+    nlp = make_pipeline(tiny_bert_dir)
+    examples = examples_from_docs(nlp, ud_train_docs[:50])
+    nlp.initialize(lambda: examples)
+    losses = train(nlp, examples, n_iter=20)
+    return nlp, examples, losses
+
+
+def test_overfits_fifty_ud_sentences(trained):
+    nlp, examples, losses = trained
+    assert losses[-1] < 0.2 * losses[0]
+    scores = nlp.evaluate(examples)
+    assert scores["dep_uas"] >= 0.9
+    assert scores["dep_las"] >= 0.8
+    assert scores["dep_single_tree"] == 1.0
+    assert set(scores) >= {"dep_uas_punct", "dep_las_punct", "dep_las_per_type", "sents_f"}
+
+
+def assert_trees_per_sentence(doc):
+    heads = np.array([t.head.i for t in doc])
+    for sent in doc.sents:
+        assert sentence_is_one_tree(heads, sent.start, sent.end)
+        assert sum(t.head.i == t.i for t in sent) == 1
+
+
+def test_sentence_boundaries_on_the_doc_are_kept(trained):
+    nlp, _, _ = trained
+    nlp.add_pipe("sentencizer", first=True)
+    try:
+        doc = nlp(TEXTS[0])
+    finally:
+        nlp.remove_pipe("sentencizer")
+    assert [s.text for s in doc.sents] == ["The quick brown fox jumps over the lazy dog.", "It didn't even look back!"]
+    assert_trees_per_sentence(doc)
+
+
+def test_doc_without_boundaries_is_one_tree(trained):
+    nlp, _, _ = trained
+    for doc in nlp.pipe(TEXTS + ["", "   ", "😀 ok\u0007 Ελληνικά 中文"]):
+        if len(doc):
+            heads = np.array([t.head.i for t in doc])
+            assert sentence_is_one_tree(heads, 0, len(doc))
+            assert all(t.dep_ in nlp.get_pipe("pairatt_parser").labels for t in doc)
+
+
+def test_serialization_round_trip(trained, tmp_path):
+    nlp, _, _ = trained
+    nlp.to_disk(tmp_path / "model")
+    loaded = spacy.load(tmp_path / "model")
+    parser, loaded_parser = nlp.get_pipe("pairatt_parser"), loaded.get_pipe("pairatt_parser")
+    assert loaded_parser.labels == parser.labels
+    assert loaded_parser.cfg == parser.cfg
+    assert loaded.config["components"]["pairatt_parser"] == nlp.config["components"]["pairatt_parser"]
+    for doc, doc2 in zip(nlp.pipe(TEXTS), loaded.pipe(TEXTS)):
+        assert [(t.head.i, t.dep_) for t in doc] == [(t.head.i, t.dep_) for t in doc2]
+    from_bytes = make_pipeline(nlp.get_pipe("transformer").model.attrs["name"]).from_bytes(nlp.to_bytes())
+    assert [(t.head.i, t.dep_) for t in from_bytes(TEXTS[1])] == [(t.head.i, t.dep_) for t in nlp(TEXTS[1])]
+
+
+def test_greedy_decoder_gives_each_word_its_best_head(tiny_bert_dir, ud_train_docs):
+    nlp = make_pipeline(tiny_bert_dir, {"decoder": "greedy", "model": {"scorer": {"mode": "paper"}}})
+    examples = examples_from_docs(nlp, ud_train_docs[:10])
+    nlp.initialize(lambda: examples)
+    parser = nlp.get_pipe("pairatt_parser")
+    docs = [nlp.make_doc(text) for text in TEXTS]
+    for doc in nlp.get_pipe("transformer").pipe(docs):
+        pass
+    sentences, heads, _ = parser.predict(docs)
+    assert len(sentences) == len(TEXTS)
+    scores = parser.model.predict(docs)
+    from spacy_pairatt.objectives import arc_log_scores
+
+    arcs = arc_log_scores(scores.scores, scores.mask, "paper")
+    for b, (_, _, n_words) in enumerate(sentences):
+        best = arcs[b, 1 : n_words + 1, : n_words + 1].argmax(axis=1)
+        assert heads[b][1:].tolist() == best.tolist()
+    with pytest.raises(ValueError, match="decoder"):
+        make_pipeline(tiny_bert_dir, {"decoder": "eisner"})
+
+
+def test_missing_attention_fails_at_initialize_naming_the_keys(tiny_bert_dir, ud_train_docs):
+    nlp = make_pipeline(tiny_bert_dir)
+    nlp.get_pipe("transformer").model.layers[0].shims[0]._hfmodel._init_transformer_config.clear()
+    examples = examples_from_docs(nlp, ud_train_docs[:5])
+    with pytest.raises(MissingAttentionError, match="output_attentions") as error:
+        nlp.initialize(lambda: examples)
+    assert 'attn_implementation = "eager"' in str(error.value)
+
+
+def test_embeddings_only_needs_no_attention(tiny_bert_dir, ud_train_docs):
+    nlp = make_pipeline(tiny_bert_dir, {"model": {"scorer": {"use_attention": False}}})
+    nlp.get_pipe("transformer").model.layers[0].shims[0]._hfmodel._init_transformer_config.clear()
+    examples = examples_from_docs(nlp, ud_train_docs[:5])
+    nlp.initialize(lambda: examples)
+    assert_trees_per_sentence(nlp("A test sentence ."))
+
+
+def test_no_upstream_transformer_is_a_clear_error(ud_train_docs):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("pairatt_parser")
+    examples = examples_from_docs(nlp, ud_train_docs[:5])
+    with pytest.raises(ValueError, match="no spacy-transformers 'transformer' component"):
+        nlp.initialize(lambda: examples)
+
+
+def test_entry_points_work_without_importing_the_package():
+    code = (
+        "import spacy, sys\n"
+        "nlp = spacy.blank('en')\n"
+        "parser = nlp.add_pipe('pairatt_parser')\n"
+        "assert 'spacy_pairatt' in sys.modules\n"
+        "for registry, name in [('architectures', 'spacy-pairatt.PairScorer.v1'),\n"
+        "    ('architectures', 'spacy-pairatt.PairAttParser.v1'), ('scorers', 'spacy-pairatt.parser_scorer.v1'),\n"
+        "    ('misc', 'spacy-pairatt.minilm_path.v1')]:\n"
+        "    getattr(spacy.registry, registry).get(name)\n"
+        "print(type(parser).__name__)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "PairAttParser"
+
+
+def test_unknown_gold_label_names_the_example(trained):
+    nlp, examples, _ = trained
+    example = examples[0]
+    token = example.reference[0]
+    original = token.dep_
+    token.dep_ = "not_a_label"
+    try:
+        with pytest.raises(ValueError, match="not_a_label"):
+            nlp.update([example])
+    finally:
+        token.dep_ = original

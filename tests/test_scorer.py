@@ -1,0 +1,135 @@
+"""Pair scorers and losses on small hand-made inputs."""
+import numpy as np
+import pytest
+import torch
+
+from spacy_pairatt.features import PairBatch
+from spacy_pairatt.layers.pair_scorer import build_pair_scorer
+from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PaperPairScorer
+from spacy_pairatt.objectives import arc_log_scores, best_labels, candidate_mask, parser_loss
+
+
+def random_inputs(batch=2, n=4, width=5, n_att=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(batch, n, width, generator=g)
+    attention = torch.rand(batch, n_att, n, n, generator=g)
+    missing = torch.zeros(batch, n)
+    missing[0, 2] = 1.0
+    unshared = torch.zeros(batch, n, n)
+    unshared[1, 1, 3] = 1.0
+    return hidden, attention, missing, unshared
+
+
+def test_paper_scorer_is_a_linear_layer_over_the_concatenation():
+    """Eq. 5: scores[b, i, j] = W (T_i ∘ T_j ∘ a_ij ∘ a_ji) + b, checked against the explicit concat."""
+    torch.manual_seed(0)
+    width, n_att, n_labels = 5, 6, 3
+    scorer = PaperPairScorer(width, n_att, n_labels, use_embeddings=True, use_attention=True, dropout=0.0).eval()
+    for parameter in scorer.parameters():
+        torch.nn.init.normal_(parameter)
+    hidden, attention, missing, unshared = random_inputs(width=width, n_att=n_att)
+    missing.zero_()
+    unshared.zero_()
+    scores = scorer(hidden, attention, missing, unshared)
+    weight = torch.cat(
+        [scorer.dependent.weight, scorer.head.weight, scorer.attention.forward_map.weight, scorer.attention.backward_map.weight],
+        dim=1,
+    )
+    b, i, j = 1, 2, 3
+    concat = torch.cat([hidden[b, i], hidden[b, j], attention[b, :, i, j], attention[b, :, j, i]])
+    expected = weight @ concat + scorer.bias
+    torch.testing.assert_close(scores[b, i, j], expected)
+    assert scores.shape == (2, 4, 4, 1 + n_labels)
+
+
+def test_indicator_features_change_only_their_pairs():
+    torch.manual_seed(0)
+    scorer = PaperPairScorer(5, 6, 3, use_embeddings=True, use_attention=True, dropout=0.0).eval()
+    torch.nn.init.normal_(scorer.indicators.unshared)
+    hidden, attention, missing, unshared = random_inputs()
+    base = scorer(hidden, attention, torch.zeros_like(missing), torch.zeros_like(unshared))
+    flagged = scorer(hidden, attention, torch.zeros_like(missing), unshared)
+    diff = (flagged - base).abs().sum(-1)
+    assert diff[1, 1, 3] > 0
+    diff[1, 1, 3] = 0
+    assert diff.max() == 0
+
+
+def test_biaffine_arc_score_matches_its_formula():
+    torch.manual_seed(0)
+    scorer = BiaffinePairScorer(5, 6, 3, True, False, dropout=0.0, arc_width=4, label_width=2).eval()
+    for parameter in scorer.parameters():
+        torch.nn.init.normal_(parameter)
+    hidden, attention, missing, unshared = random_inputs()
+    scores = scorer(hidden, None, torch.zeros_like(missing), torch.zeros_like(unshared))
+    dep = scorer.projections["arc_dependent"](hidden)
+    head = scorer.projections["arc_head"](hidden)
+    b, i, j = 0, 1, 3
+    arc = dep[b, i] @ scorer.arc_bilinear @ head[b, j] + scorer.arc_head_bias(head[b, j])[0]
+    torch.testing.assert_close(scores[b, i, j, 0], arc)
+    label_dep = scorer.projections["label_dependent"](hidden)[b, i]
+    label_head = scorer.projections["label_head"](hidden)[b, j]
+    k = 2
+    label = (
+        label_dep @ scorer.label_bilinear[k] @ label_head
+        + scorer.label_dependent.weight[k] @ label_dep
+        + scorer.label_head.weight[k] @ label_head
+        + scorer.label_bias[k]
+    )
+    torch.testing.assert_close(scores[b, i, j, 1 + k], label)
+
+
+@pytest.mark.parametrize("mode", ["paper", "biaffine"])
+def test_loss_gradient_matches_finite_differences(mode):
+    rng = np.random.default_rng(0)
+    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], dtype="float32")
+    scores = rng.normal(size=(2, 4, 4, 4))
+    gold_heads = np.array([[-1, 2, 0, 2], [-1, 0, 1, -1]])
+    gold_labels = np.array([[-1, 1, 0, 2], [-1, 0, 2, -1]])
+    loss, grad = parser_loss(scores, mask, gold_heads, gold_labels, mode)
+    eps = 1e-6
+    for index in [(0, 1, 2, 2), (0, 3, 2, 3), (1, 2, 1, 3), (0, 1, 0, 0), (0, 2, 3, 1)]:
+        shifted = scores.copy()
+        shifted[index] += eps
+        numeric = (parser_loss(shifted, mask, gold_heads, gold_labels, mode)[0] - loss) / eps
+        assert grad[index] == pytest.approx(numeric, abs=1e-4)
+    # padding and the root row get no gradient
+    assert np.abs(grad[1, 3]).sum() == 0 and np.abs(grad[:, 0]).sum() == 0
+
+
+def test_arc_scores_mask_impossible_arcs_and_labels_respect_root():
+    mask = np.array([[1, 1, 1, 0]], dtype="float32")
+    valid = candidate_mask(mask)
+    assert valid[0].tolist() == [
+        [False, False, False, False],
+        [True, False, True, False],
+        [True, True, False, False],
+        [False, False, False, False],
+    ]
+    scores = np.zeros((1, 4, 4, 3))
+    arcs = arc_log_scores(scores, mask, "biaffine")
+    assert np.allclose(np.exp(arcs[0, 1, [0, 2]]), 0.5)
+    scores[0, 1, 0, 1:] = [5.0, 1.0]  # label 0 is best on the root arc but not allowed there
+    labels = best_labels(scores[0], np.array([-1, 0, 1, 1]), np.array([False, True]), np.array([True, False]))
+    assert labels.tolist() == [1, 0, 0]
+
+
+def test_thinc_scorer_builds_lazily_and_backprops_to_hidden():
+    model = build_pair_scorer(mode="biaffine", arc_width=8, label_width=4, dropout=0.0)
+    model.set_dim("nI", 5)
+    model.set_dim("nA", 6)
+    model.set_dim("nO", 4)
+    model.initialize()
+    hidden, attention, missing, unshared = (t.numpy() for t in random_inputs())
+    batch = PairBatch(hidden, attention, missing, unshared, np.ones(missing.shape, dtype="float32"))
+    scores, backprop = model(batch, is_train=True)
+    assert scores.shape == (2, 4, 4, 4)
+    d_batch = backprop(np.ones_like(scores))
+    assert d_batch.hidden.shape == hidden.shape and np.abs(d_batch.hidden).sum() > 0
+
+
+def test_scorer_config_errors():
+    with pytest.raises(ValueError, match="mode"):
+        build_pair_scorer(mode="bilinear")
+    with pytest.raises(ValueError, match="use_embeddings or use_attention"):
+        build_pair_scorer(use_embeddings=False, use_attention=False)
