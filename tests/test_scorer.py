@@ -32,7 +32,7 @@ def test_paper_scorer_is_a_linear_layer_over_the_concatenation():
     unshared.zero_()
     scores = scorer(hidden, attention, missing, unshared)
     weight = torch.cat(
-        [scorer.dependent.weight, scorer.head.weight, scorer.attention.forward_map.weight, scorer.attention.backward_map.weight],
+        [scorer.dependent.weight, scorer.head.weight, scorer.attention.forward_map, scorer.attention.backward_map],
         dim=1,
     )
     b, i, j = 1, 2, 3
