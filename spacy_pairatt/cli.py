@@ -9,6 +9,40 @@ def fetch_ud(args) -> None:
     fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
 
 
+def evaluate(args) -> None:
+    from .evaluation import evaluate_pipeline, write_json
+
+    write_json(evaluate_pipeline(args.model, args.data, args.sentences), args.output)
+
+
+def table(args) -> None:
+    """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
+    import json
+
+    from .evaluation import results_table
+
+    rows = []
+    for spec in args.results:
+        name, split, path = spec.split(":", 2)
+        rows.append({"name": name, "split": split, "result": json.loads(Path(path).read_text(encoding="utf8"))})
+    text = results_table(rows)
+    if args.output:
+        Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+    print(text)
+
+
+def assemble(args) -> None:
+    from .packaging import assemble_pipeline
+
+    assemble_pipeline(args.model, args.output, args.accuracy)
+
+
+def demo(args) -> None:
+    from .packaging import parse_examples
+
+    parse_examples(args.model, args.output, args.text or None)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -16,6 +50,30 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("dest")
     fetch.add_argument("--local", help="folder with a local copy of the .conllu files, used when present")
     fetch.set_defaults(func=fetch_ud)
+    evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
+    evaluation.add_argument("model")
+    evaluation.add_argument("data")
+    evaluation.add_argument("--output", help="JSON file for the results")
+    evaluation.add_argument(
+        "--sentences", default="pipeline", choices=("pipeline", "gold", "sentencizer"),
+        help="where sentence boundaries come from (default: the pipeline)",
+    )
+    evaluation.set_defaults(func=evaluate)
+    tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")
+    tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")
+    tabulate.add_argument("--output", help="markdown file to write")
+    tabulate.add_argument("--title", default="", help="a line written above the table")
+    tabulate.set_defaults(func=table)
+    assembly = commands.add_parser("assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package")
+    assembly.add_argument("model")
+    assembly.add_argument("output")
+    assembly.add_argument("--accuracy", help="evaluate --output JSON whose scores go into meta.json")
+    assembly.set_defaults(func=assemble)
+    demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
+    demonstration.add_argument("model")
+    demonstration.add_argument("--output", help="HTML file for the displaCy rendering")
+    demonstration.add_argument("--text", action="append", help="a text to parse (repeatable); default: built-in examples")
+    demonstration.set_defaults(func=demo)
     return parser
 
 

@@ -8,6 +8,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
+from thinc.api import to_numpy
 
 from .alignment import UnitAlignment, align_units, pool_attention, pool_hidden, pool_hidden_backward
 from .span_getters import sentence_spans
@@ -70,20 +71,23 @@ def doc_sentences(doc: Doc) -> List[Tuple[int, int]]:
 
 
 def trf_arrays(trf_data, use_attention: bool):
-    """(hidden (W, P, M), attentions list or None, align lengths, align indices) of one Doc."""
+    """(hidden (W, P, M), attentions list or None, align lengths, align indices) of one Doc.
+
+    Copied to numpy: alignment and pooling run on the CPU whatever device the transformer uses.
+    """
     output = trf_data.model_output
     if "last_hidden_state" not in output:
         return None
-    hidden = output["last_hidden_state"]
+    hidden = to_numpy(output["last_hidden_state"])
     attentions = None
     if use_attention:
-        attentions = output.get("attentions") if hasattr(output, "get") else None
-        if not attentions:
+        if not output.get("attentions"):
             raise MissingAttentionError(
                 "pairatt: Doc._.trf_data has no attention weights, so the upstream transformer was "
                 "run without them.\n" + ATTENTION_CONFIG_HINT
             )
-    return hidden, attentions, trf_data.align.lengths, trf_data.align.dataXd
+        attentions = [to_numpy(layer) for layer in output["attentions"]]
+    return hidden, attentions, to_numpy(trf_data.align.lengths), to_numpy(trf_data.align.dataXd)
 
 
 def sentence_features(docs: List[Doc], trf_datas, use_attention: bool) -> List[SentenceFeatures]:

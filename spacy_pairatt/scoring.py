@@ -6,7 +6,7 @@
 - dep_single_tree: the share of gold sentences whose predicted arcs form exactly one tree
   (one root inside the sentence, every other word headed inside it, no cycle).
 """
-from typing import Any, Dict, Iterable
+from typing import Any, Dict, Iterable, Optional
 
 import numpy as np
 from spacy.pipeline.dep_parser import parser_score
@@ -29,18 +29,25 @@ def sentence_is_one_tree(heads: np.ndarray, start: int, end: int) -> bool:
     return is_single_rooted_tree(np.concatenate([[-1], local]))
 
 
-def single_tree_rate(examples: Iterable[Example]) -> float:
-    """Share of gold sentences parsed as exactly one tree (same tokenization assumed)."""
+def single_tree_rate(examples: Iterable[Example]) -> Optional[float]:
+    """Share of gold sentences parsed as exactly one tree.
+
+    Each gold sentence is mapped to the predicted tokens aligned to it, so a tokenization that
+    differs from the gold one (spaCy's tokenizer on the raw text) is fine.
+    """
     total = ok = 0
     for example in examples:
-        pred = example.predicted
         reference = example.reference
-        if len(pred) != len(reference) or not (reference.has_annotation("DEP") or reference.has_annotation("SENT_START")):
+        if not (reference.has_annotation("DEP") or reference.has_annotation("SENT_START")):
             continue
-        heads = np.array([token.head.i for token in pred])
+        heads = np.array([token.head.i for token in example.predicted])
+        y2x = example.alignment.y2x
         for sent in reference.sents:
+            aligned = y2x.data[y2x.starts[sent.start] : y2x.ends[sent.end - 1]]
+            if len(aligned) == 0:
+                continue
             total += 1
-            ok += sentence_is_one_tree(heads, sent.start, sent.end)
+            ok += sentence_is_one_tree(heads, int(aligned.min()), int(aligned.max()) + 1)
     return ok / total if total else None
 
 

@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 import spacy
+from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 
 from conftest import examples_from_docs, make_pipeline
@@ -168,3 +169,32 @@ def test_unknown_gold_label_names_the_example(trained):
             nlp.update([example])
     finally:
         token.dep_ = original
+
+
+def test_evaluate_command_scores_a_saved_pipeline(trained, tmp_path):
+    """The project's evaluate step on real UD sentences grouped three per Doc."""
+    import json
+
+    from spacy.tokens import DocBin
+
+    from conftest import read_conllu_sentences, UD_DIR
+    from spacy_pairatt.cli import main
+
+    nlp, _, _ = trained
+    nlp.to_disk(tmp_path / "model")
+    docs = read_conllu_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
+    grouped = [Doc.from_docs(docs[i : i + 3]) for i in range(0, 30, 3)]
+    DocBin(docs=grouped).to_disk(tmp_path / "dev.spacy")
+    results = {}
+    for source in ("gold", "pipeline"):
+        output = tmp_path / f"{source}.json"
+        main(["evaluate", str(tmp_path / "model"), str(tmp_path / "dev.spacy"), "--sentences", source, "--output", str(output)])
+        results[source] = json.loads(output.read_text())
+    assert results["gold"]["n_docs"] == 10
+    assert results["gold"]["n_words"] == sum(len(nlp.make_doc(d.text)) for d in grouped)
+    assert results["gold"]["scores"]["sents_f"] == 1.0
+    assert results["gold"]["scores"]["dep_single_tree"] == 1.0
+    # with no segmenter each 3-sentence Doc is parsed as one tree: no gold sentence is a tree on its own
+    assert results["pipeline"]["scores"]["dep_single_tree"] < 0.5
+    main(["table", f"tiny:dev:{tmp_path / 'gold.json'}", "--output", str(tmp_path / "table.md")])
+    assert "| tiny | dev |" in (tmp_path / "table.md").read_text()

@@ -3,7 +3,7 @@ from dataclasses import replace
 from typing import Tuple
 
 import numpy as np
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, torch2xp, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, get_torch_default_device, xp2torch
 
 from ..features import PairBatch
 from .torch_scorers import BiaffinePairScorer, PaperPairScorer
@@ -73,14 +73,20 @@ def forward(model: Model, batch: PairBatch, is_train: bool):
     return model.layers[0](batch, is_train)
 
 
+def _to_numpy(tensor) -> np.ndarray:
+    return tensor.detach().cpu().numpy()
+
+
 def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
-    hidden = xp2torch(batch.hidden, requires_grad=is_train)
-    attention = None if batch.attention is None else xp2torch(batch.attention)
-    args = (hidden, attention, xp2torch(batch.missing), xp2torch(batch.unshared))
+    """The batch is numpy (alignment runs on the CPU); the scorer runs on torch's default device."""
+    device = get_torch_default_device()
+    hidden = xp2torch(batch.hidden, requires_grad=is_train, device=device)
+    attention = None if batch.attention is None else xp2torch(batch.attention, device=device)
+    args = (hidden, attention, xp2torch(batch.missing, device=device), xp2torch(batch.unshared, device=device))
 
     def grads_to_batch(d_args: ArgsKwargs) -> PairBatch:
         d_hidden = d_args.args[0]
-        d_hidden = np.zeros_like(batch.hidden) if d_hidden is None else torch2xp(d_hidden)
+        d_hidden = np.zeros_like(batch.hidden) if d_hidden is None else _to_numpy(d_hidden)
         return replace(batch, hidden=d_hidden)
 
     return ArgsKwargs(args=args, kwargs={}), grads_to_batch
@@ -90,6 +96,6 @@ def _scores_to_xp(model: Model, inputs_outputs: Tuple, is_train: bool):
     _, scores = inputs_outputs
 
     def scores_grad_to_torch(d_scores: np.ndarray) -> ArgsKwargs:
-        return ArgsKwargs(args=(scores,), kwargs={"grad_tensors": (xp2torch(d_scores),)})
+        return ArgsKwargs(args=(scores,), kwargs={"grad_tensors": (xp2torch(d_scores, device=scores.device),)})
 
-    return torch2xp(scores), scores_grad_to_torch
+    return _to_numpy(scores), scores_grad_to_torch

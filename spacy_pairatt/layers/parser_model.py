@@ -70,7 +70,9 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
         d_trf_datas = [
             TransformerData(
                 wordpieces=trf_datas[i].wordpieces,
-                model_output=ModelOutput(last_hidden_state=d_hidden[i] * model.attrs["grad_factor"]),
+                model_output=ModelOutput(
+                    last_hidden_state=model.ops.asarray(d_hidden[i] * model.attrs["grad_factor"])
+                ),
                 align=trf_datas[i].align,
             )
             for i in with_output

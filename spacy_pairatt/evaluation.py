@@ -1,0 +1,91 @@
+"""Evaluate any spaCy parsing pipeline on a .spacy corpus with the same metrics, and tabulate.
+
+Used for pairatt_parser and for spaCy's transition parser alike, so their figures compare.
+"""
+import json
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import spacy
+from spacy.training import Corpus, Example
+
+from .scoring import score_parse
+
+SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer")
+
+
+def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_size: int = 64) -> Dict:
+    """Parse the corpus's texts with `model` and score them against it.
+
+    sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
+    segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
+    spaCy's rule-based sentencizer in front of the pipeline.
+    """
+    if sentences not in SENTENCE_SOURCES:
+        raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
+    nlp = spacy.load(model)
+    if sentences == "sentencizer" and "sentencizer" not in nlp.pipe_names:
+        nlp.add_pipe("sentencizer", first=True)
+    examples = list(Corpus(data)(nlp))
+    if not examples:
+        raise ValueError(f"{data} holds no documents")
+    if sentences == "gold":
+        for example in examples:
+            copy_gold_sentence_starts(example)
+    n_words = sum(len(eg.predicted) for eg in examples)
+    start = time.perf_counter()
+    docs = list(nlp.pipe((eg.predicted for eg in examples), batch_size=batch_size))
+    seconds = time.perf_counter() - start
+    for example, doc in zip(examples, docs):
+        example.predicted = doc
+    return {
+        "model": str(model),
+        "data": str(data),
+        "sentences": sentences,
+        "pipeline": nlp.pipe_names,
+        "n_docs": len(examples),
+        "n_words": n_words,
+        "seconds": round(seconds, 2),
+        "words_per_second": round(n_words / seconds, 1),
+        "scores": score_parse(examples),
+    }
+
+
+def copy_gold_sentence_starts(example: Example) -> None:
+    """Mark the predicted tokens that begin a gold sentence (tokenizations may differ)."""
+    y2x = example.alignment.y2x
+    starts = {
+        int(y2x.data[y2x.starts[sent.start]]) for sent in example.reference.sents if y2x.lengths[sent.start]
+    }
+    for token in example.predicted:
+        token.is_sent_start = token.i in starts or token.i == 0
+
+
+def write_json(result: Dict, path: Optional[str]) -> None:
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text + "\n", encoding="utf8")
+    print(text)
+
+
+def percent(value) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def results_table(rows: List[Dict]) -> str:
+    """Markdown table from labelled evaluation results (each row: {"name", "split", "result"})."""
+    lines = [
+        "| model | split | UAS | LAS | UAS (punct) | LAS (punct) | one tree per sentence | sents F | words/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        scores = row["result"]["scores"]
+        lines.append(
+            f"| {row['name']} | {row['split']} | {percent(scores['dep_uas'])} | {percent(scores['dep_las'])} | "
+            f"{percent(scores['dep_uas_punct'])} | {percent(scores['dep_las_punct'])} | "
+            f"{percent(scores['dep_single_tree'])} | {percent(scores.get('sents_f'))} | "
+            f"{row['result']['words_per_second']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
