@@ -1,4 +1,5 @@
 """spacy-pairatt: a spaCy dependency parser built on a transformer's pair-wise attention."""
+
 from pathlib import Path
 
 from setuptools import find_packages, setup

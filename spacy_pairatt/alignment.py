@@ -16,6 +16,7 @@ Pooling rules (Clark et al. 2019, and what the paper's word-level pairs need):
 - a pair is read in every window that holds both units and averaged over those windows; a pair
   that shares no window gets zero attention, and `shared == 0` says so.
 """
+
 from dataclasses import dataclass
 from typing import List, Sequence
 
@@ -64,8 +65,7 @@ def align_units(
     align_indices = np.asarray(align_indices, dtype="int64")
     if not 0 <= token_start <= token_end <= len(align_lengths):
         raise ValueError(
-            f"Token range [{token_start}, {token_end}) is outside the alignment of "
-            f"{len(align_lengths)} tokens"
+            f"Token range [{token_start}, {token_end}) is outside the alignment of {len(align_lengths)} tokens"
         )
     offsets = np.concatenate([[0], np.cumsum(align_lengths)])
     flat = align_indices[offsets[token_start] : offsets[token_end]]

@@ -1,4 +1,5 @@
 """`python -m spacy_pairatt`: the project's commands, one subcommand each."""
+
 import argparse
 from pathlib import Path
 
@@ -55,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("data")
     evaluation.add_argument("--output", help="JSON file for the results")
     evaluation.add_argument(
-        "--sentences", default="pipeline", choices=("pipeline", "gold", "sentencizer"),
+        "--sentences",
+        default="pipeline",
+        choices=("pipeline", "gold", "sentencizer"),
         help="where sentence boundaries come from (default: the pipeline)",
     )
     evaluation.set_defaults(func=evaluate)
@@ -64,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     tabulate.add_argument("--output", help="markdown file to write")
     tabulate.add_argument("--title", default="", help="a line written above the table")
     tabulate.set_defaults(func=table)
-    assembly = commands.add_parser("assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package")
+    assembly = commands.add_parser(
+        "assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package"
+    )
     assembly.add_argument("model")
     assembly.add_argument("output")
     assembly.add_argument("--accuracy", help="evaluate --output JSON whose scores go into meta.json")
@@ -72,7 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
     demonstration.add_argument("model")
     demonstration.add_argument("--output", help="HTML file for the displaCy rendering")
-    demonstration.add_argument("--text", action="append", help="a text to parse (repeatable); default: built-in examples")
+    demonstration.add_argument(
+        "--text", action="append", help="a text to parse (repeatable); default: built-in examples"
+    )
     demonstration.set_defaults(func=demo)
     return parser
 

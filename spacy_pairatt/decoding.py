@@ -32,9 +32,7 @@ def _arc_scores(scores: np.ndarray) -> np.ndarray:
     """
     arr = np.array(scores, dtype=np.float64, copy=True)
     if arr.ndim != 2 or arr.shape[0] != arr.shape[1] or arr.shape[0] == 0:
-        raise ValueError(
-            f"scores must be a non-empty square (n+1, n+1) matrix, got shape {arr.shape}"
-        )
+        raise ValueError(f"scores must be a non-empty square (n+1, n+1) matrix, got shape {arr.shape}")
     arr[0, :] = -np.inf
     np.fill_diagonal(arr, -np.inf)
     if np.isnan(arr).any():
@@ -102,9 +100,7 @@ class _Contraction(NamedTuple):
     outside: np.ndarray  # bool mask of live nodes outside the cycle
 
 
-def _contract(
-    scores: np.ndarray, heads: np.ndarray, alive: np.ndarray, cycle: np.ndarray
-) -> _Contraction:
+def _contract(scores: np.ndarray, heads: np.ndarray, alive: np.ndarray, cycle: np.ndarray) -> _Contraction:
     """Contract ``cycle`` into its first member, updating everything in place.
 
     An arc entering the cycle is scored relative to the cycle arc it breaks;
@@ -120,9 +116,7 @@ def _contract(
     entering = scores[cycle] - scores[cycle, cycle_heads][:, None]
     entering[:, ~outside] = -np.inf
     leaving = scores[:, cycle]
-    record = _Contraction(
-        cycle, cycle_heads, cycle[entering.argmax(axis=0)], cycle[leaving.argmax(axis=1)], outside
-    )
+    record = _Contraction(cycle, cycle_heads, cycle[entering.argmax(axis=0)], cycle[leaving.argmax(axis=1)], outside)
     scores[rep] = entering.max(axis=0)
     scores[:, rep] = leaving.max(axis=1)
     scores[rep, rep] = -np.inf
@@ -247,7 +241,5 @@ def decode_heads(scores: np.ndarray, method: str) -> np.ndarray:
     try:
         decoder = _DECODERS[method]
     except KeyError:
-        raise ValueError(
-            f"unknown decoding method {method!r}; allowed: {sorted(_DECODERS)}"
-        ) from None
+        raise ValueError(f"unknown decoding method {method!r}; allowed: {sorted(_DECODERS)}") from None
     return decoder(scores)

@@ -1,5 +1,4 @@
 """Where the default encoder lives, so configs never hold an absolute path."""
-from typing import Callable
 
 MINILM_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 

@@ -2,6 +2,7 @@
 
 Used for pairatt_parser and for spaCy's transition parser alike, so their figures compare.
 """
+
 import json
 import time
 from pathlib import Path
@@ -55,9 +56,7 @@ def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_
 def copy_gold_sentence_starts(example: Example) -> None:
     """Mark the predicted tokens that begin a gold sentence (tokenizations may differ)."""
     y2x = example.alignment.y2x
-    starts = {
-        int(y2x.data[y2x.starts[sent.start]]) for sent in example.reference.sents if y2x.lengths[sent.start]
-    }
+    starts = {int(y2x.data[y2x.starts[sent.start]]) for sent in example.reference.sents if y2x.lengths[sent.start]}
     for token in example.predicted:
         token.is_sent_start = token.i in starts or token.i == 0
 

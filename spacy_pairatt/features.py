@@ -3,6 +3,7 @@
 The pair scorer never sees the N x N x (2M + 2LH) concatenation: it gets the word vectors and the
 attention maps separately and sums per-part linear maps (see `layers.pair_scorer`).
 """
+
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -139,9 +140,12 @@ def pad_batch(features: List[SentenceFeatures], width: int, n_attention: int) ->
 
 
 def hidden_gradients(
-    d_hidden_units: np.ndarray, features: List[SentenceFeatures], hidden_shapes: List[Optional[Tuple[int, ...]]]
+    d_hidden_units: Optional[np.ndarray], features: List[SentenceFeatures], hidden_shapes: List[Optional[Tuple[int, ...]]]
 ) -> List[Optional[np.ndarray]]:
-    """Per-Doc gradients of the last hidden state from the padded (B, N, M) unit gradients."""
+    """Per-Doc gradients of the last hidden state from the padded (B, N, M) unit gradients.
+
+    None for Docs without transformer output; zeros for Docs whose sentences got no gradient.
+    """
     d_docs: List[Optional[np.ndarray]] = [
         None if shape is None else np.zeros(shape, dtype="float32") for shape in hidden_shapes
     ]

@@ -4,6 +4,7 @@ Unit 0 of every sentence is the root; `mask` (B, N) marks real units. Gold array
 `gold_heads[b, i]` the head unit of unit i and `gold_labels[b, i]` its label index (0..K-1),
 both -1 where unknown (the root, padding, words the gold data does not align to).
 """
+
 from typing import Tuple
 
 import numpy as np
@@ -74,7 +75,9 @@ def parser_loss(
     return float(loss) / n_known, (d_scores / n_known).astype(scores.dtype, copy=False)
 
 
-def best_labels(scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray) -> np.ndarray:
+def best_labels(
+    scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray
+) -> np.ndarray:
     """Label index for each word of one sentence given its head, among the labels allowed there.
 
     scores (N, N, 1 + K) of one sentence, heads (N,) with heads[0] ignored; labels seen only on
@@ -84,4 +87,3 @@ def best_labels(scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray,
     label_scores = scores[words, heads[1:], 1:]
     allowed = np.where((heads[1:] == 0)[:, None], root_allowed[None], other_allowed[None])
     return np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
-

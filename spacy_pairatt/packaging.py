@@ -1,4 +1,5 @@
 """Turn a trained pipeline into the shipped one, and show what it does."""
+
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -21,8 +22,16 @@ MODEL_CARD = {
     ),
     "license": "CC BY-SA 4.0",
     "sources": [
-        {"name": "UD English-EWT 2.16", "url": "https://github.com/UniversalDependencies/UD_English-EWT", "license": "CC BY-SA 4.0"},
-        {"name": "all-MiniLM-L6-v2", "url": "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2", "license": "Apache 2.0"},
+        {
+            "name": "UD English-EWT 2.16",
+            "url": "https://github.com/UniversalDependencies/UD_English-EWT",
+            "license": "CC BY-SA 4.0",
+        },
+        {
+            "name": "all-MiniLM-L6-v2",
+            "url": "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
+            "license": "Apache 2.0",
+        },
     ],
 }
 

@@ -6,6 +6,7 @@
 - dep_single_tree: the share of gold sentences whose predicted arcs form exactly one tree
   (one root inside the sentence, every other word headed inside it, no cycle).
 """
+
 from typing import Any, Dict, Iterable, Optional
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Which token windows the transformer sees: one per sentence, long sentences cut with overlap."""
+
 from functools import partial
 from typing import Callable, Iterable, List
 

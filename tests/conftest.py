@@ -2,6 +2,7 @@
 
 The tiny encoder is for speed only: it never backs an accuracy claim.
 """
+
 import os
 import shutil
 from pathlib import Path
@@ -74,7 +75,11 @@ def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
             "model": {
                 "@architectures": "spacy-transformers.TransformerModel.v3",
                 "name": encoder,
-                "get_spans": {"@span_getters": "spacy-pairatt.sent_windows.v1", "window": span_window, "stride": span_window // 2},
+                "get_spans": {
+                    "@span_getters": "spacy-pairatt.sent_windows.v1",
+                    "window": span_window,
+                    "stride": span_window // 2,
+                },
                 "tokenizer_config": {"use_fast": True},
                 "transformer_config": {"output_attentions": True, "attn_implementation": "eager"},
             }

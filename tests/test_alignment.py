@@ -1,4 +1,5 @@
 """Wordpiece -> unit pooling against hand-computed values."""
+
 import numpy as np
 import pytest
 

@@ -335,9 +335,7 @@ def test_tree_score_sums_chosen_arcs():
 @st.composite
 def scores_and_random_tree(draw):
     n = draw(st.integers(1, 12))
-    scores = draw(
-        arrays(np.float64, (n + 1, n + 1), elements=st.floats(-50, 50, allow_nan=False))
-    )
+    scores = draw(arrays(np.float64, (n + 1, n + 1), elements=st.floats(-50, 50, allow_nan=False)))
     # Random tree: attach words in a random order, each to an earlier one.
     order = draw(st.permutations(range(1, n + 1)))
     tree = np.full(n + 1, -1, dtype=np.int64)

@@ -1,4 +1,5 @@
 """The pairatt_parser component end to end on a tiny random BERT and real UD EWT sentences."""
+
 import random
 import subprocess
 import sys
@@ -6,11 +7,10 @@ import sys
 import numpy as np
 import pytest
 import spacy
+from conftest import examples_from_docs, make_pipeline
 from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 
-from conftest import examples_from_docs, make_pipeline
-from spacy_pairatt.decoding import is_single_rooted_tree
 from spacy_pairatt.features import MissingAttentionError
 from spacy_pairatt.scoring import sentence_is_one_tree
 
@@ -175,9 +175,9 @@ def test_evaluate_command_scores_a_saved_pipeline(trained, tmp_path):
     """The project's evaluate step on real UD sentences grouped three per Doc."""
     import json
 
+    from conftest import UD_DIR, read_conllu_sentences
     from spacy.tokens import DocBin
 
-    from conftest import read_conllu_sentences, UD_DIR
     from spacy_pairatt.cli import main
 
     nlp, _, _ = trained
@@ -188,7 +188,17 @@ def test_evaluate_command_scores_a_saved_pipeline(trained, tmp_path):
     results = {}
     for source in ("gold", "pipeline"):
         output = tmp_path / f"{source}.json"
-        main(["evaluate", str(tmp_path / "model"), str(tmp_path / "dev.spacy"), "--sentences", source, "--output", str(output)])
+        main(
+            [
+                "evaluate",
+                str(tmp_path / "model"),
+                str(tmp_path / "dev.spacy"),
+                "--sentences",
+                source,
+                "--output",
+                str(output),
+            ]
+        )
         results[source] = json.loads(output.read_text())
     assert results["gold"]["n_docs"] == 10
     assert results["gold"]["n_words"] == sum(len(nlp.make_doc(d.text)) for d in grouped)
@@ -198,3 +208,16 @@ def test_evaluate_command_scores_a_saved_pipeline(trained, tmp_path):
     assert results["pipeline"]["scores"]["dep_single_tree"] < 0.5
     main(["table", f"tiny:dev:{tmp_path / 'gold.json'}", "--output", str(tmp_path / "table.md")])
     assert "| tiny | dev |" in (tmp_path / "table.md").read_text()
+
+
+def test_empty_docs_in_training_and_prediction(tiny_bert_dir, ud_train_docs):
+    nlp = make_pipeline(tiny_bert_dir)
+    examples = examples_from_docs(nlp, ud_train_docs[:5])
+    nlp.initialize(lambda: examples)
+    empty = examples_from_docs(nlp, [Doc(nlp.vocab, words=[])])
+    losses = nlp.update(empty + examples[:2], sgd=Adam(1e-3))
+    assert losses["pairatt_parser"] > 0
+    nlp.update(empty, sgd=Adam(1e-3))
+    docs = list(nlp.pipe(["", "Two words", ""]))
+    assert [len(doc) for doc in docs] == [0, 2, 0]
+    assert sum(t.head.i == t.i for t in docs[1]) == 1

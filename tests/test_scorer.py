@@ -1,4 +1,5 @@
 """Pair scorers and losses on small hand-made inputs."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,5 @@
 """Tree checks used by the scorer, on hand-made heads and on spaCy Docs."""
+
 import numpy as np
 import spacy
 from spacy.tokens import Doc

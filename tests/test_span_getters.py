@@ -1,4 +1,5 @@
 """Transformer windows: one per sentence, long sentences cut with overlap."""
+
 import pytest
 import spacy
 

@@ -4,7 +4,7 @@ Reads `Doc._.trf_data` (hidden states and attention of every layer and head) thr
 scores every (dependent, head) pair of each sentence and decodes one tree per sentence.
 Sentences are the Doc's sentence boundaries when it has them, else the whole Doc.
 """
-from itertools import islice
+
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
@@ -14,7 +14,7 @@ from spacy.attrs import DEP, HEAD
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
-from spacy.training import Example, validate_examples, validate_get_examples
+from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model
 

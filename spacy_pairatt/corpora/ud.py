@@ -3,6 +3,7 @@
 The files are checked against the SHA-256 of the UD 2.16 release (commit 15d613d8 of
 UniversalDependencies/UD_English-EWT), so a run elsewhere trains on exactly the same data.
 """
+
 import hashlib
 import shutil
 import urllib.request

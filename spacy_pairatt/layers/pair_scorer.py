@@ -1,4 +1,5 @@
 """The thinc side of the pair scorer: config, lazy construction, numpy <-> torch conversion."""
+
 from dataclasses import replace
 from typing import Tuple
 
@@ -64,9 +65,7 @@ def init(model: Model, X=None, Y=None) -> None:
         module = PaperPairScorer(**common)
     else:
         module = BiaffinePairScorer(**common, arc_width=attrs["arc_width"], label_width=attrs["label_width"])
-    model._layers.append(
-        PyTorchWrapper_v2(module, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp)
-    )
+    model._layers.append(PyTorchWrapper_v2(module, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
 
 
 def forward(model: Model, batch: PairBatch, is_train: bool):

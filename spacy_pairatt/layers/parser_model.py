@@ -1,4 +1,5 @@
 """The parser's thinc model: transformer listener -> word-level pair features -> pair scorer."""
+
 from dataclasses import dataclass
 from typing import List, Tuple
 
@@ -55,28 +56,31 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
     tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
     features = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
-    batch = pad_batch(features, scorer.get_dim("nI"), scorer.get_dim("nA"))
-    scores, backprop_scores = scorer(batch, is_train)
     sentences = [(f.doc_index, f.start, f.n_words) for f in features]
     hidden_shapes = [
         trf.model_output["last_hidden_state"].shape if "last_hidden_state" in trf.model_output else None
         for trf in trf_datas
     ]
-    with_output = [i for i, shape in enumerate(hidden_shapes) if shape is not None]
+    if features:
+        batch = pad_batch(features, scorer.get_dim("nI"), scorer.get_dim("nA"))
+        scores, backprop_scores = scorer(batch, is_train)
+        mask = batch.mask
+    else:  # only empty Docs: nothing to score, nothing to send back
+        scores = np.zeros((0, 1, 1, scorer.get_dim("nO")), dtype="float32")
+        mask = np.zeros((0, 1), dtype="float32")
 
     def backprop(d_scores: np.ndarray) -> List[Doc]:
-        d_batch = backprop_scores(d_scores)
-        d_hidden = hidden_gradients(d_batch.hidden, features, hidden_shapes)
+        d_units = backprop_scores(d_scores).hidden if features else None
+        d_hidden = hidden_gradients(d_units, features, hidden_shapes)
         d_trf_datas = [
             TransformerData(
-                wordpieces=trf_datas[i].wordpieces,
-                model_output=ModelOutput(
-                    last_hidden_state=model.ops.asarray(d_hidden[i] * model.attrs["grad_factor"])
-                ),
-                align=trf_datas[i].align,
+                wordpieces=trf_data.wordpieces,
+                model_output=ModelOutput(last_hidden_state=model.ops.asarray(d_doc * model.attrs["grad_factor"])),
+                align=trf_data.align,
             )
-            for i in with_output
+            for trf_data, d_doc in zip(trf_datas, d_hidden)
+            if d_doc is not None
         ]
         return backprop_trf(d_trf_datas)
 
-    return ParseScores(sentences, scores, batch.mask), backprop
+    return ParseScores(sentences, scores, mask), backprop

@@ -12,6 +12,7 @@ how much unit i attends to unit j, missing (B, N) units without wordpieces, unsh
 pairs with no common window. A linear map of the concatenation T_i ∘ T_j ∘ a_ij ∘ a_ji is the sum
 of one map per part, so no (B, N, N, 2M + 2F) tensor is ever built.
 """
+
 from typing import Optional
 
 import torch
@@ -52,14 +53,16 @@ class PairAttention(nn.Module):
         batch, n_features, n_units, _ = attention.shape
         maps = self.dropout(attention).reshape(batch, n_features, n_units * n_units)
         both = torch.matmul(torch.cat([self.forward_map, self.backward_map]), maps)
-        both = both.view(batch, 2, -1, n_units, n_units)
+        both = both.view(batch, 2, self.forward_map.shape[0], n_units, n_units)
         return (both[:, 0] + both[:, 1].transpose(2, 3)).permute(0, 2, 3, 1)
 
 
 class PaperPairScorer(nn.Module):
     """Eq. 5: one linear layer over T_i ∘ T_j ∘ a_ij ∘ a_ji into NONE + K labels."""
 
-    def __init__(self, width: int, n_attention: int, n_labels: int, use_embeddings: bool, use_attention: bool, dropout: float):
+    def __init__(
+        self, width: int, n_attention: int, n_labels: int, use_embeddings: bool, use_attention: bool, dropout: float
+    ):
         super().__init__()
         n_out = 1 + n_labels
         self.bias = nn.Parameter(torch.zeros(n_out))
@@ -135,7 +138,11 @@ class BiaffinePairScorer(nn.Module):
             dependent_u = (p["label_dependent"] @ bilinear).view(batch, n_units * self.n_labels, label_width)
             pair_labels = torch.matmul(dependent_u, p["label_head"].transpose(1, 2))  # (B, N*K, N)
             labels = labels + pair_labels.view(batch, n_units, self.n_labels, n_units).transpose(2, 3)
-            labels = labels + self.label_dependent(p["label_dependent"])[:, :, None] + self.label_head(p["label_head"])[:, None, :]
+            labels = (
+                labels
+                + self.label_dependent(p["label_dependent"])[:, :, None]
+                + self.label_head(p["label_head"])[:, None, :]
+            )
         scores = torch.cat([arc[..., None], labels], dim=-1) + self.indicators(missing, unshared)
         if self.attention is not None:
             scores = scores + self.attention(attention)
