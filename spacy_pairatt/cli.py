@@ -58,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument(
         "--sentences",
         default="pipeline",
-        choices=("pipeline", "gold", "sentencizer"),
-        help="where sentence boundaries come from (default: the pipeline)",
+        help="where sentence boundaries come from: pipeline (default), gold, sentencizer, or the path "
+        "of a pipeline whose senter is put in front",
     )
     evaluation.set_defaults(func=evaluate)
     tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")

@@ -13,7 +13,7 @@ from spacy.training import Corpus, Example
 
 from .scoring import score_parse
 
-SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer")
+SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
 
 
 def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_size: int = 64) -> Dict:
@@ -21,13 +21,16 @@ def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_
 
     sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
     segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
-    spaCy's rule-based sentencizer in front of the pipeline.
+    spaCy's rule-based sentencizer in front of the pipeline, and a path puts the `senter` of the
+    pipeline saved there in front.
     """
-    if sentences not in SENTENCE_SOURCES:
-        raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
     nlp = spacy.load(model)
-    if sentences == "sentencizer" and "sentencizer" not in nlp.pipe_names:
+    if sentences == "sentencizer":
         nlp.add_pipe("sentencizer", first=True)
+    elif sentences not in ("pipeline", "gold"):
+        if not Path(sentences).exists():
+            raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
+        nlp.add_pipe("senter", source=spacy.load(sentences), first=True)
     examples = list(Corpus(data)(nlp))
     if not examples:
         raise ValueError(f"{data} holds no documents")

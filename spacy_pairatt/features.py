@@ -140,7 +140,9 @@ def pad_batch(features: List[SentenceFeatures], width: int, n_attention: int) ->
 
 
 def hidden_gradients(
-    d_hidden_units: Optional[np.ndarray], features: List[SentenceFeatures], hidden_shapes: List[Optional[Tuple[int, ...]]]
+    d_hidden_units: Optional[np.ndarray],
+    features: List[SentenceFeatures],
+    hidden_shapes: List[Optional[Tuple[int, ...]]],
 ) -> List[Optional[np.ndarray]]:
     """Per-Doc gradients of the last hidden state from the padded (B, N, M) unit gradients.
 

@@ -221,3 +221,23 @@ def test_empty_docs_in_training_and_prediction(tiny_bert_dir, ud_train_docs):
     docs = list(nlp.pipe(["", "Two words", ""]))
     assert [len(doc) for doc in docs] == [0, 2, 0]
     assert sum(t.head.i == t.i for t in docs[1]) == 1
+
+
+def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
+    import json
+
+    from spacy_pairatt.packaging import assemble_pipeline, parse_examples
+
+    nlp, _, _ = trained
+    nlp.to_disk(tmp_path / "model")
+    accuracy = tmp_path / "scores.json"
+    accuracy.write_text(json.dumps({"scores": {"dep_las": 0.5, "dep_las_per_type": {}}}))
+    assemble_pipeline(str(tmp_path / "model"), str(tmp_path / "shipped"), str(accuracy))
+    shipped = spacy.load(tmp_path / "shipped")
+    assert shipped.pipe_names == ["sentencizer", "transformer", "pairatt_parser"]
+    assert shipped.meta["license"] == "CC BY-SA 4.0" and shipped.meta["performance"] == {"dep_las": 0.5}
+    doc = shipped(TEXTS[0])
+    assert len(list(doc.sents)) == 2
+    assert_trees_per_sentence(doc)
+    parse_examples(str(tmp_path / "shipped"), str(tmp_path / "demo.html"), [TEXTS[0]])
+    assert "<svg" in (tmp_path / "demo.html").read_text()
