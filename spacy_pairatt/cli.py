@@ -20,7 +20,7 @@ def table(args) -> None:
     """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
     import json
 
-    from .evaluation import results_table
+    from .evaluation import replace_marked_block, results_table
 
     rows = []
     for spec in args.results:
@@ -29,6 +29,9 @@ def table(args) -> None:
     text = results_table(rows)
     if args.output:
         Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+    if args.readme:
+        readme = Path(args.readme)
+        readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), args.readme_marker, text), "utf8")
     print(text)
 
 
@@ -66,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")
     tabulate.add_argument("--output", help="markdown file to write")
     tabulate.add_argument("--title", default="", help="a line written above the table")
+    tabulate.add_argument("--readme", help="also write the table into this file between marker comments")
+    tabulate.add_argument(
+        "--readme-marker", default="results", help="NAME in <!-- NAME:start --> ... <!-- NAME:end -->"
+    )
     tabulate.set_defaults(func=table)
     assembly = commands.add_parser(
         "assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package"

@@ -91,3 +91,13 @@ def results_table(rows: List[Dict]) -> str:
             f"{row['result']['words_per_second']:.0f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def replace_marked_block(text: str, marker: str, block: str) -> str:
+    """Replace what lies between `<!-- marker:start -->` and `<!-- marker:end -->` in `text`."""
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"no {start} ... {end} block to replace")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}{end}{tail}"

@@ -42,7 +42,6 @@ label_width = 128
 dropout = 0.1
 """
 DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
-ROOT_LABEL_SOURCE = "root arcs"
 
 
 @Language.factory(
