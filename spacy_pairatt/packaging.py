@@ -15,7 +15,7 @@ EXAMPLE_TEXTS = [
 MODEL_CARD = {
     "name": "pairatt",
     "description": (
-        "English dependency parser from spacy-pairatt: a rule-based sentencizer, a shared "
+        "English dependency parser from spacy-pairatt: a sentence segmenter, a shared "
         "all-MiniLM-L6-v2 transformer with attention output, and pairatt_parser (biaffine pair "
         "scorer over hidden states and the attention weights of every layer and head, MST "
         "decoding). Trained on UD English-EWT 2.16 (train split); scores are on its test split."
@@ -36,11 +36,17 @@ MODEL_CARD = {
 }
 
 
-def assemble_pipeline(model: str, output: str, accuracy: Optional[str] = None) -> None:
-    """Put a sentencizer in front so raw multi-sentence text gets one tree per sentence."""
+def assemble_pipeline(model: str, output: str, accuracy: Optional[str] = None, senter: Optional[str] = None) -> None:
+    """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence.
+
+    senter: a pipeline whose trained `senter` is sourced; without it, spaCy's rule-based sentencizer.
+    """
     nlp = spacy.load(model)
-    if "sentencizer" not in nlp.pipe_names and "senter" not in nlp.pipe_names:
-        nlp.add_pipe("sentencizer", first=True)
+    if not {"sentencizer", "senter"} & set(nlp.pipe_names):
+        if senter:
+            nlp.add_pipe("senter", source=spacy.load(senter), first=True)
+        else:
+            nlp.add_pipe("sentencizer", first=True)
     nlp.meta.update(MODEL_CARD)
     if accuracy:
         scores = json.loads(Path(accuracy).read_text(encoding="utf8"))["scores"]
