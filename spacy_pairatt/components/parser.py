@@ -21,6 +21,7 @@ from thinc.api import Config, Model
 from ..decoding import DECODERS, decode_heads
 from ..features import ATTENTION_CONFIG_HINT, MissingAttentionError
 from ..layers.parser_model import ParseScores
+from ..memory import limit_heap_fragmentation
 from ..objectives import arc_log_scores, best_labels, parser_loss
 
 DEFAULT_MODEL_CONFIG = """
@@ -67,6 +68,7 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
 def make_pairatt_parser(nlp: Language, name: str, model: Model, decoder: str, scorer: Optional[Callable]):
     """decoder: "mst" (one well-formed tree, exactly one root, non-projective allowed) or
     "greedy" (each word's best head, as the paper does in training; may not be a tree)."""
+    limit_heap_fragmentation()
     return PairAttParser(nlp.vocab, model, name, decoder=decoder, scorer=scorer)
 
 
