@@ -140,11 +140,11 @@ def pad_batch(features: List[SentenceFeatures], width: int, n_attention: int) ->
 
 
 def hidden_gradients(
-    d_hidden_units: Optional[np.ndarray],
+    d_hidden_units: List[np.ndarray],
     features: List[SentenceFeatures],
     hidden_shapes: List[Optional[Tuple[int, ...]]],
 ) -> List[Optional[np.ndarray]]:
-    """Per-Doc gradients of the last hidden state from the padded (B, N, M) unit gradients.
+    """Per-Doc gradients of the last hidden state from each sentence's padded (N, M) unit gradients.
 
     None for Docs without transformer output; zeros for Docs whose sentences got no gradient.
     """
@@ -154,6 +154,6 @@ def hidden_gradients(
     for b, feats in enumerate(features):
         n = feats.hidden.shape[0]
         d_docs[feats.doc_index] += pool_hidden_backward(
-            d_hidden_units[b, :n], feats.alignment, hidden_shapes[feats.doc_index]
+            d_hidden_units[b][:n], feats.alignment, hidden_shapes[feats.doc_index]
         )
     return d_docs

@@ -1,4 +1,5 @@
 """Fetching UD English-EWT: local copies are linked and checked against the release checksums."""
+
 import pytest
 
 from conftest import UD_DIR

@@ -12,6 +12,7 @@ from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.features import MissingAttentionError
+from spacy_pairatt.objectives import arc_log_scores
 from spacy_pairatt.scoring import sentence_is_one_tree
 
 TEXTS = [
@@ -102,17 +103,16 @@ def test_greedy_decoder_gives_each_word_its_best_head(tiny_bert_dir, ud_train_do
     nlp.initialize(lambda: examples)
     parser = nlp.get_pipe("pairatt_parser")
     docs = [nlp.make_doc(text) for text in TEXTS]
-    for doc in nlp.get_pipe("transformer").pipe(docs):
-        pass
+    docs = list(nlp.get_pipe("transformer").pipe(docs))
     sentences, heads, _ = parser.predict(docs)
     assert len(sentences) == len(TEXTS)
-    scores = parser.model.predict(docs)
-    from spacy_pairatt.objectives import arc_log_scores
-
-    arcs = arc_log_scores(scores.scores, scores.mask, "paper")
-    for b, (_, _, n_words) in enumerate(sentences):
-        best = arcs[b, 1 : n_words + 1, : n_words + 1].argmax(axis=1)
-        assert heads[b][1:].tolist() == best.tolist()
+    best = {}
+    for parse in parser.model.predict(docs):
+        arcs = arc_log_scores(parse.scores, parse.mask, "paper")
+        for b, (doc_index, start, n_words) in enumerate(parse.sentences):
+            best[(doc_index, start, n_words)] = arcs[b, 1 : n_words + 1, : n_words + 1].argmax(axis=1)
+    for sentence, sentence_heads in zip(sentences, heads):
+        assert sentence_heads[1:].tolist() == best[sentence].tolist()
     with pytest.raises(ValueError, match="decoder"):
         make_pipeline(tiny_bert_dir, {"decoder": "eisner"})
 
@@ -241,3 +241,21 @@ def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
     assert_trees_per_sentence(doc)
     parse_examples(str(tmp_path / "shipped"), str(tmp_path / "demo.html"), [TEXTS[0]])
     assert "<svg" in (tmp_path / "demo.html").read_text()
+
+
+def test_small_chunks_give_the_same_parses_and_loss(trained):
+    """Scoring sentences in length chunks bounds memory and changes nothing else."""
+    nlp, examples, _ = trained
+    model = nlp.get_pipe("pairatt_parser").model
+    texts = [eg.reference.text for eg in examples[:12]]
+    default = [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)]
+    parser = nlp.get_pipe("pairatt_parser")
+    docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples[:12]]))
+    loss_default = parser.get_loss(examples[:12], model.predict(docs))[0]
+    model.attrs["max_pairs_per_chunk"] = 1
+    try:
+        assert len(model.predict(docs)) == 12
+        assert [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)] == default
+        assert parser.get_loss(examples[:12], model.predict(docs))[0] == pytest.approx(loss_default, rel=1e-5)
+    finally:
+        model.attrs["max_pairs_per_chunk"] = 200_000

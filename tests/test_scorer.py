@@ -134,3 +134,16 @@ def test_scorer_config_errors():
         build_pair_scorer(mode="bilinear")
     with pytest.raises(ValueError, match="use_embeddings or use_attention"):
         build_pair_scorer(use_embeddings=False, use_attention=False)
+
+
+def test_length_chunks_bound_padded_pairs():
+    from spacy_pairatt.layers.parser_model import length_chunks
+
+    lengths = [5, 30, 6, 2, 31, 7]
+    chunks = length_chunks(lengths, max_pairs=200)
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(6))
+    for chunk in chunks:
+        longest = max(lengths[i] for i in chunk)
+        assert len(chunk) == 1 or len(chunk) * longest**2 <= 200
+    assert chunks[0] == [3, 0, 2, 5]  # short sentences together, in length order
+    assert length_chunks([], 10) == []

@@ -111,20 +111,22 @@ class PairAttParser(TrainablePipe):
         docs = list(docs)
         if not any(len(doc) for doc in docs):
             return [], [], []
-        parse = self.model.predict(docs)
-        return self._decode(parse)
+        sentences, heads, labels = [], [], []
+        for parse in self.model.predict(docs):
+            sentences.extend(parse.sentences)
+            for chunk_heads, chunk_labels in self._decode(parse):
+                heads.append(chunk_heads)
+                labels.append(chunk_labels)
+        return sentences, heads, labels
 
     def _decode(self, parse: ParseScores):
+        """(heads, label ids) for each sentence of one chunk."""
         arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
-        labels = self.labels
-        root_allowed = np.isin(labels, self.cfg["root_labels"])
-        heads_out, labels_out = [], []
+        root_allowed = np.isin(self.labels, self.cfg["root_labels"])
         for b, (_, _, n_words) in enumerate(parse.sentences):
             n = n_words + 1
             heads = decode_heads(arcs[b, :n, :n], self.decoder)
-            heads_out.append(heads)
-            labels_out.append(best_labels(parse.scores[b, :n, :n], heads, root_allowed, ~root_allowed))
-        return parse.sentences, heads_out, labels_out
+            yield heads, best_labels(parse.scores[b, :n, :n], heads, root_allowed, ~root_allowed)
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         """Write Token.head and Token.dep (the root's head is itself, spaCy's convention)."""
@@ -142,18 +144,29 @@ class PairAttParser(TrainablePipe):
         for doc_index, array in arrays.items():
             docs[doc_index].from_array([HEAD, DEP], array)
 
-    def get_loss(self, examples: Iterable[Example], parse: ParseScores):
+    def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
+        """Loss averaged over all gold words of the batch, and its gradient for each chunk."""
         examples = list(examples)
-        gold_heads, gold_labels = self._gold_arrays(examples, parse)
-        return parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode)
+        aligned: Dict[int, Tuple] = {}
+        golds = [self._gold_arrays(examples, parse, aligned) for parse in parses]
+        n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1)
+        loss, d_scores = 0.0, []
+        for parse, (gold_heads, gold_labels) in zip(parses, golds):
+            chunk_known = max(int((gold_heads >= 0).sum()), 1)
+            chunk_loss, d_chunk = parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode)
+            loss += chunk_loss * chunk_known / n_known
+            d_scores.append(d_chunk * (chunk_known / n_known))
+        return loss, d_scores
 
-    def _gold_arrays(self, examples: List[Example], parse: ParseScores):
-        """(B, N) gold head units and label ids; -1 where the gold data has no usable arc."""
+    def _gold_arrays(self, examples: List[Example], parse: ParseScores, aligned: Dict[int, Tuple]):
+        """(B, N) gold head units and label ids; -1 where the gold data has no usable arc.
+
+        aligned caches each example's gold parse aligned to the predicted tokens.
+        """
         label_index = {label: i for i, label in enumerate(self.labels)}
         shape = parse.mask.shape
         gold_heads = np.full(shape, -1, dtype="int64")
         gold_labels = np.full(shape, -1, dtype="int64")
-        aligned = {}
         for b, (doc_index, start, n_words) in enumerate(parse.sentences):
             if doc_index not in aligned:
                 aligned[doc_index] = examples[doc_index].get_aligned_parse(projectivize=False)

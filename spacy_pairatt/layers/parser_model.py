@@ -15,7 +15,7 @@ from ..features import hidden_gradients, pad_batch, sentence_features
 
 @dataclass
 class ParseScores:
-    """Pair scores for every sentence of a batch of Docs.
+    """Pair scores for a batch of Docs, in chunks of sentences of similar length.
 
     sentences: (doc index, first token, number of words) per row of `scores`;
     scores: (B, N, N, 1 + K) from the pair scorer; mask: (B, N) real units, root included.
@@ -24,6 +24,21 @@ class ParseScores:
     sentences: List[Tuple[int, int, int]]
     scores: np.ndarray
     mask: np.ndarray
+
+
+def length_chunks(lengths: List[int], max_pairs: int) -> List[List[int]]:
+    """Indices grouped by length so that chunk size x longest length squared stays under max_pairs.
+
+    Padding every sentence to the longest one of a whole batch makes memory grow with
+    batch size x longest sentence squared; chunks keep it bounded.
+    """
+    order = np.argsort(lengths, kind="stable")
+    chunks: List[List[int]] = [[]]
+    for index in order:
+        if chunks[-1] and (len(chunks[-1]) + 1) * lengths[index] ** 2 > max_pairs:
+            chunks.append([])
+        chunks[-1].append(int(index))
+    return [chunk for chunk in chunks if chunk]
 
 
 def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
@@ -36,19 +51,22 @@ def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[Tra
 
 
 def build_pairatt_parser(
-    tok2vec: Model[List[Doc], List[TransformerData]], scorer: Model, grad_factor: float = 1.0
-) -> Model[List[Doc], ParseScores]:
+    tok2vec: Model[List[Doc], List[TransformerData]],
+    scorer: Model,
+    grad_factor: float = 1.0,
+    max_pairs_per_chunk: int = 200_000,
+) -> Model[List[Doc], List[ParseScores]]:
     """Registered as `spacy-pairatt.PairAttParser.v1`.
 
     grad_factor scales the gradient sent back into the shared transformer (0 freezes it for
-    this component).
+    this component); max_pairs_per_chunk bounds the word pairs scored at once (memory).
     """
     return Model(
         "pairatt_parser_model",
         forward,
         layers=[tok2vec, scorer],
         refs={"tok2vec": tok2vec, "scorer": scorer},
-        attrs={"grad_factor": grad_factor},
+        attrs={"grad_factor": grad_factor, "max_pairs_per_chunk": max_pairs_per_chunk},
     )
 
 
@@ -61,16 +79,20 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
         trf.model_output["last_hidden_state"].shape if "last_hidden_state" in trf.model_output else None
         for trf in trf_datas
     ]
-    if features:
-        batch = pad_batch(features, scorer.get_dim("nI"), scorer.get_dim("nA"))
+    chunks = length_chunks([f.hidden.shape[0] for f in features], model.attrs["max_pairs_per_chunk"])
+    outputs, backprops = [], []
+    for chunk in chunks:
+        batch = pad_batch([features[i] for i in chunk], scorer.get_dim("nI"), scorer.get_dim("nA"))
         scores, backprop_scores = scorer(batch, is_train)
-        mask = batch.mask
-    else:  # only empty Docs: nothing to score, nothing to send back
-        scores = np.zeros((0, 1, 1, scorer.get_dim("nO")), dtype="float32")
-        mask = np.zeros((0, 1), dtype="float32")
+        outputs.append(ParseScores([sentences[i] for i in chunk], scores, batch.mask))
+        backprops.append(backprop_scores)
 
-    def backprop(d_scores: np.ndarray) -> List[Doc]:
-        d_units = backprop_scores(d_scores).hidden if features else None
+    def backprop(d_scores: List[np.ndarray]) -> List[Doc]:
+        d_units = [None] * len(features)
+        for chunk, backprop_scores, d_chunk in zip(chunks, backprops, d_scores):
+            d_hidden_chunk = backprop_scores(d_chunk).hidden
+            for row, index in enumerate(chunk):
+                d_units[index] = d_hidden_chunk[row]
         d_hidden = hidden_gradients(d_units, features, hidden_shapes)
         d_trf_datas = [
             TransformerData(
@@ -83,4 +105,4 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
         ]
         return backprop_trf(d_trf_datas)
 
-    return ParseScores(sentences, scores, mask), backprop
+    return outputs, backprop
