@@ -1,8 +1,8 @@
 """Fetching UD English-EWT: local copies are linked and checked against the release checksums."""
 
 import pytest
-
 from conftest import UD_DIR
+
 from spacy_pairatt.corpora.ud import UD_EWT_FILES, fetch_ud_ewt
 
 
