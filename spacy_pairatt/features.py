@@ -119,14 +119,14 @@ def sentence_features(docs: List[Doc], trf_datas, use_attention: bool) -> List[S
 
 
 def pad_batch(features: List[SentenceFeatures], width: int, n_attention: int) -> PairBatch:
-    """Stack sentences into padded arrays; attention is None when the features carry none."""
-    n_units = max((f.hidden.shape[0] for f in features), default=1)
+    """Stack (at least one) sentences into padded arrays; attention is None when they carry none."""
+    n_units = max(f.hidden.shape[0] for f in features)
     batch = len(features)
     hidden = np.zeros((batch, n_units, width), dtype="float32")
     missing = np.zeros((batch, n_units), dtype="float32")
     unshared = np.zeros((batch, n_units, n_units), dtype="float32")
     mask = np.zeros((batch, n_units), dtype="float32")
-    use_attention = bool(features) and features[0].attention is not None
+    use_attention = features[0].attention is not None
     attention = np.zeros((batch, n_attention, n_units, n_units), dtype="float32") if use_attention else None
     for b, feats in enumerate(features):
         n = feats.hidden.shape[0]

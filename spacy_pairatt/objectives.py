@@ -5,7 +5,7 @@ Unit 0 of every sentence is the root; `mask` (B, N) marks real units. Gold array
 both -1 where unknown (the root, padding, words the gold data does not align to).
 """
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 from scipy.special import log_softmax, logsumexp
@@ -35,9 +35,17 @@ def arc_log_scores(scores: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarra
 
 
 def parser_loss(
-    scores: np.ndarray, mask: np.ndarray, gold_heads: np.ndarray, gold_labels: np.ndarray, mode: str
+    scores: np.ndarray,
+    mask: np.ndarray,
+    gold_heads: np.ndarray,
+    gold_labels: np.ndarray,
+    mode: str,
+    n_words: Optional[int] = None,
 ) -> Tuple[float, np.ndarray]:
     """Cross-entropy loss and its gradient with respect to `scores`, averaged over gold words.
+
+    n_words: what to average over, when these scores are one chunk of a larger batch (default:
+    the gold words here).
 
     biaffine: softmax over candidate heads for each word plus a label softmax on the gold arc.
     paper: one (1 + K)-way softmax per candidate pair, NONE for every pair but the gold arc
@@ -45,7 +53,7 @@ def parser_loss(
     """
     valid = candidate_mask(mask)
     known = gold_heads >= 0
-    n_known = max(int(known.sum()), 1)
+    n_known = max(int(known.sum()) if n_words is None else n_words, 1)
     b_idx, i_idx = np.nonzero(known)
     h_idx = gold_heads[b_idx, i_idx]
     l_idx = gold_labels[b_idx, i_idx]

@@ -150,13 +150,11 @@ class PairAttParser(TrainablePipe):
         aligned: Dict[int, Tuple] = {}
         golds = [self._gold_arrays(examples, parse, aligned) for parse in parses]
         n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1)
-        loss, d_scores = 0.0, []
-        for parse, (gold_heads, gold_labels) in zip(parses, golds):
-            chunk_known = max(int((gold_heads >= 0).sum()), 1)
-            chunk_loss, d_chunk = parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode)
-            loss += chunk_loss * chunk_known / n_known
-            d_scores.append(d_chunk * (chunk_known / n_known))
-        return loss, d_scores
+        losses = [
+            parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode, n_words=n_known)
+            for parse, (gold_heads, gold_labels) in zip(parses, golds)
+        ]
+        return sum(loss for loss, _ in losses), [d_chunk for _, d_chunk in losses]
 
     def _gold_arrays(self, examples: List[Example], parse: ParseScores, aligned: Dict[int, Tuple]):
         """(B, N) gold head units and label ids; -1 where the gold data has no usable arc.

@@ -15,7 +15,7 @@ from ..features import hidden_gradients, pad_batch, sentence_features
 
 @dataclass
 class ParseScores:
-    """Pair scores for a batch of Docs, in chunks of sentences of similar length.
+    """Pair scores for one chunk of sentences of similar length (the model returns a list).
 
     sentences: (doc index, first token, number of words) per row of `scores`;
     scores: (B, N, N, 1 + K) from the pair scorer; mask: (B, N) real units, root included.
