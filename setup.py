@@ -38,14 +38,21 @@ setup(
     entry_points={
         "spacy_factories": [
             "pairatt_parser = spacy_pairatt.components.parser:make_pairatt_parser",
+            "pairatt_rel = spacy_pairatt.components.relations:make_pairatt_rel",
         ],
         "spacy_architectures": [
             "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",
             "spacy-pairatt.PairScorer.v1 = spacy_pairatt.layers.pair_scorer:build_pair_scorer",
+            "spacy-pairatt.PairAttRelations.v1 = spacy_pairatt.layers.relation_model:build_pairatt_relations",
+            "spacy-pairatt.RelationScorer.v1 = spacy_pairatt.layers.pair_scorer:build_relation_scorer",
             "spacy-pairatt.TransformerListener.v1 = spacy_pairatt.layers.parser_model:build_transformer_listener",
         ],
         "spacy_scorers": [
             "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.scoring:make_parser_scorer",
+            "spacy-pairatt.relation_scorer.v1 = spacy_pairatt.scoring:make_relation_scorer",
+        ],
+        "spacy_readers": [
+            "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
         ],
         "spacy_misc": [
             "spacy-pairatt.minilm_path.v1 = spacy_pairatt.encoders:make_minilm_path",

@@ -56,22 +56,41 @@ def align_units(
     token_start: int,
     token_end: int,
 ) -> UnitAlignment:
-    """Alignment of root + tokens[token_start:token_end] from a ragged token->wordpiece map.
-
-    align_lengths: (n_tokens,) wordpieces per token of the Doc; align_indices: their flat
-    positions in the (W * n_positions) grid, concatenated in token order.
-    """
-    align_lengths = np.asarray(align_lengths, dtype="int64")
-    align_indices = np.asarray(align_indices, dtype="int64")
+    """Alignment of root + tokens[token_start:token_end], one unit per token (the parser's words)."""
     if not 0 <= token_start <= token_end <= len(align_lengths):
         raise ValueError(
             f"Token range [{token_start}, {token_end}) is outside the alignment of {len(align_lengths)} tokens"
         )
+    tokens = np.arange(token_start, token_end)
+    return align_token_groups(align_lengths, align_indices, n_positions, tokens, tokens - token_start + 1)
+
+
+def align_token_groups(
+    align_lengths: np.ndarray,
+    align_indices: np.ndarray,
+    n_positions: int,
+    tokens: np.ndarray,
+    units: np.ndarray,
+) -> UnitAlignment:
+    """Alignment of root + units made of groups of tokens, from a ragged token->wordpiece map.
+
+    align_lengths: (n_tokens,) wordpieces per token of the Doc; align_indices: their flat
+    positions in the (W * n_positions) grid, concatenated in token order. tokens[t] belongs to
+    unit units[t] (1-based; a word is one token, an entity all tokens of all its mentions).
+    """
+    align_lengths = np.asarray(align_lengths, dtype="int64")
+    align_indices = np.asarray(align_indices, dtype="int64")
+    tokens = np.asarray(tokens, dtype="int64")
+    units = np.asarray(units, dtype="int64")
+    n_units = int(units.max(initial=0)) + 1
     offsets = np.concatenate([[0], np.cumsum(align_lengths)])
-    flat = align_indices[offsets[token_start] : offsets[token_end]]
-    owners = np.repeat(np.arange(1, token_end - token_start + 1), align_lengths[token_start:token_end])
+    counts = align_lengths[tokens]
+    # Flat positions of every wordpiece of every listed token: ragged ranges gathered at once.
+    first = np.repeat(offsets[tokens] - np.cumsum(counts) + counts, counts)
+    flat = align_indices[first + np.arange(int(counts.sum()))]
+    owners = np.repeat(units, counts)
     windows = np.unique(flat // n_positions)
-    membership = np.zeros((token_end - token_start + 1, len(windows), n_positions), dtype=bool)
+    membership = np.zeros((n_units, len(windows), n_positions), dtype=bool)
     membership[owners, np.searchsorted(windows, flat // n_positions), flat % n_positions] = True
     membership[0, :, 0] = True
     return UnitAlignment(windows=windows, membership=membership)

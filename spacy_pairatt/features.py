@@ -11,7 +11,7 @@ import numpy as np
 from spacy.tokens import Doc
 from thinc.api import to_numpy
 
-from .alignment import UnitAlignment, align_units, pool_attention, pool_hidden, pool_hidden_backward
+from .alignment import UnitAlignment, align_token_groups, align_units, pool_attention, pool_hidden, pool_hidden_backward
 from .span_getters import sentence_spans
 
 ATTENTION_CONFIG_HINT = (
@@ -27,19 +27,18 @@ class MissingAttentionError(ValueError):
 
 
 @dataclass
-class SentenceFeatures:
-    """Units of one sentence (0 = root, 1..n = words doc[start:start+n]) and their features."""
+class UnitFeatures:
+    """Units of one scored group (unit 0 = root, 1..n = a sentence's words or a Doc's entities)."""
 
     doc_index: int
-    start: int
     alignment: UnitAlignment
     hidden: np.ndarray  # (n+1, M)
     attention: Optional[np.ndarray]  # (L*H, n+1, n+1) or None when attention is not used
     shared: Optional[np.ndarray]  # (n+1, n+1) windows shared by each pair
 
     @property
-    def n_words(self) -> int:
-        return self.hidden.shape[0] - 1
+    def n_units(self) -> int:
+        return self.hidden.shape[0]
 
 
 @dataclass
@@ -91,34 +90,77 @@ def trf_arrays(trf_data, use_attention: bool):
     return hidden, attentions, to_numpy(trf_data.align.lengths), to_numpy(trf_data.align.dataXd)
 
 
-def sentence_features(docs: List[Doc], trf_datas, use_attention: bool) -> List[SentenceFeatures]:
-    """Features for every sentence of every Doc, in Doc order."""
-    features: List[SentenceFeatures] = []
+def doc_arrays(doc_index: int, doc: Doc, trf_data, use_attention: bool):
+    """`trf_arrays` of one Doc, checked against the Doc's tokens."""
+    arrays = trf_arrays(trf_data, use_attention)
+    if arrays is None:
+        raise ValueError(f"pairatt: Doc {doc_index} ({len(doc)} tokens) has no transformer output")
+    lengths = arrays[2]
+    if len(lengths) != len(doc):
+        raise ValueError(
+            f"pairatt: the transformer alignment covers {len(lengths)} tokens but Doc {doc_index} "
+            f"has {len(doc)}; the Doc was changed after the transformer ran"
+        )
+    return arrays
+
+
+def unit_features(doc_index: int, arrays, alignment: UnitAlignment) -> UnitFeatures:
+    """Pooled hidden states and, when the arrays carry attention, word-level attention of the units."""
+    hidden, attentions = arrays[:2]
+    attention = shared = None
+    if attentions is not None:
+        attention, shared = pool_attention(attentions, alignment)
+    return UnitFeatures(doc_index, alignment, pool_hidden(hidden, alignment), attention, shared)
+
+
+def sentence_features(
+    docs: List[Doc], trf_datas, use_attention: bool
+) -> Tuple[List[UnitFeatures], List[Tuple[int, int, int]]]:
+    """Features for every sentence of every Doc, in Doc order, and (doc index, start, n words) of each."""
+    features: List[UnitFeatures] = []
+    sentences: List[Tuple[int, int, int]] = []
     for doc_index, (doc, trf_data) in enumerate(zip(docs, trf_datas)):
-        sentences = doc_sentences(doc)
-        if not sentences:
+        spans = doc_sentences(doc)
+        if not spans:
             continue
-        arrays = trf_arrays(trf_data, use_attention)
-        if arrays is None:
-            raise ValueError(f"pairatt: Doc {doc_index} ({len(doc)} tokens) has no transformer output")
-        hidden, attentions, lengths, indices = arrays
-        if len(lengths) != len(doc):
-            raise ValueError(
-                f"pairatt: the transformer alignment covers {len(lengths)} tokens but Doc {doc_index} "
-                f"has {len(doc)}; the Doc was changed after the transformer ran"
-            )
-        for start, end in sentences:
+        arrays = doc_arrays(doc_index, doc, trf_data, use_attention)
+        hidden, _, lengths, indices = arrays
+        for start, end in spans:
             alignment = align_units(lengths, indices, hidden.shape[1], start, end)
-            attention = shared = None
-            if use_attention:
-                attention, shared = pool_attention(attentions, alignment)
-            features.append(
-                SentenceFeatures(doc_index, start, alignment, pool_hidden(hidden, alignment), attention, shared)
-            )
+            features.append(unit_features(doc_index, arrays, alignment))
+            sentences.append((doc_index, start, end - start))
+    return features, sentences
+
+
+def entity_features(
+    docs: List[Doc], trf_datas, entities: List[List[List[Tuple[int, int]]]], use_attention: bool
+) -> List[UnitFeatures]:
+    """Features of the entities of every Doc that has at least two (so at least one pair).
+
+    entities[d] lists Doc d's entities, each a list of mention offsets (start, end). An entity's
+    vector is the mean over the wordpieces of all its mentions; its attention to another entity
+    is the mean over its own wordpieces of the attention summed over the other's wordpieces, so
+    both directions of a pair are pooled over all token pairs of the two entities.
+    """
+    features: List[UnitFeatures] = []
+    for doc_index, (doc, trf_data, doc_entities) in enumerate(zip(docs, trf_datas, entities)):
+        if len(doc_entities) < 2:
+            continue
+        arrays = doc_arrays(doc_index, doc, trf_data, use_attention)
+        tokens = [np.arange(start, end) for mentions in doc_entities for start, end in mentions]
+        units = [
+            np.full(end - start, unit)
+            for unit, mentions in enumerate(doc_entities, start=1)
+            for start, end in mentions
+        ]
+        alignment = align_token_groups(
+            arrays[2], arrays[3], arrays[0].shape[1], np.concatenate(tokens), np.concatenate(units)
+        )
+        features.append(unit_features(doc_index, arrays, alignment))
     return features
 
 
-def pad_batch(features: List[SentenceFeatures], width: int, n_attention: int) -> PairBatch:
+def pad_batch(features: List[UnitFeatures], width: int, n_attention: int) -> PairBatch:
     """Stack (at least one) sentences into padded arrays; attention is None when they carry none."""
     n_units = max(f.hidden.shape[0] for f in features)
     batch = len(features)
@@ -141,7 +183,7 @@ def pad_batch(features: List[SentenceFeatures], width: int, n_attention: int) ->
 
 def hidden_gradients(
     d_hidden_units: List[np.ndarray],
-    features: List[SentenceFeatures],
+    features: List[UnitFeatures],
     hidden_shapes: List[Optional[Tuple[int, ...]]],
 ) -> List[Optional[np.ndarray]]:
     """Per-Doc gradients of the last hidden state from each sentence's padded (N, M) unit gradients.

@@ -1,4 +1,4 @@
-"""Losses and arc log-scores over the (B, N, N, 1 + K) pair scores, plain numpy.
+"""Losses and decoding scores over the (B, N, N, 1 + K) pair scores of the parser and relations, plain numpy.
 
 Unit 0 of every sentence is the root; `mask` (B, N) marks real units. Gold arrays are (B, N):
 `gold_heads[b, i]` the head unit of unit i and `gold_labels[b, i]` its label index (0..K-1),
@@ -8,7 +8,7 @@ both -1 where unknown (the root, padding, words the gold data does not align to)
 from typing import Optional, Tuple
 
 import numpy as np
-from scipy.special import log_softmax, logsumexp
+from scipy.special import expit, log_softmax, logsumexp, softmax
 
 NEG_INF = -1e9
 
@@ -95,3 +95,46 @@ def best_labels(
     label_scores = scores[words, heads[1:], 1:]
     allowed = np.where((heads[1:] == 0)[:, None], root_allowed[None], other_allowed[None])
     return np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
+
+
+def entity_pair_mask(mask: np.ndarray) -> np.ndarray:
+    """(B, N, N) True for ordered pairs of two different real entities (the root, unit 0, is not one)."""
+    pairs = (mask[:, :, None] > 0) & (mask[:, None, :] > 0) & ~np.eye(mask.shape[1], dtype=bool)
+    pairs[:, 0, :] = pairs[:, :, 0] = False
+    return pairs
+
+
+def relation_probabilities(scores: np.ndarray, multi_label: bool) -> np.ndarray:
+    """(B, N, N, K) probability of each relation type for every pair, from (B, N, N, 1 + K) scores.
+
+    multi_label: one sigmoid per type (channel 0 unused); else one softmax over NONE + K.
+    """
+    if multi_label:
+        return expit(scores[..., 1:])
+    return softmax(scores, axis=-1)[..., 1:]
+
+
+def relation_loss(
+    scores: np.ndarray, weights: np.ndarray, gold: np.ndarray, multi_label: bool, n_pairs: int
+) -> Tuple[float, np.ndarray]:
+    """Loss summed over weighted pairs / n_pairs, and its gradient with respect to `scores`.
+
+    weights (B, N, N): 1.0 for pairs in the loss (positives and the sampled negatives), else 0.
+    multi_label: gold is (B, N, N, K) 0/1 and the loss binary cross-entropy per type; else gold
+    is (B, N, N) with 0 for NONE and 1..K a relation, and the loss softmax cross-entropy.
+    """
+    d_scores = np.zeros_like(scores)
+    if multi_label:
+        logits = scores[..., 1:]
+        per_type = np.logaddexp(0, logits) - gold * logits  # -log sigmoid(+-logit), stable
+        loss = (per_type.sum(axis=-1) * weights).sum()
+        d_scores[..., 1:] = (expit(logits) - gold) * weights[..., None]
+    else:
+        log_probs = log_softmax(scores, axis=-1)
+        picked = np.take_along_axis(log_probs, gold[..., None], axis=-1)[..., 0]
+        loss = -(picked * weights).sum()
+        d_scores = np.exp(log_probs)
+        np.put_along_axis(d_scores, gold[..., None], np.take_along_axis(d_scores, gold[..., None], -1) - 1, -1)
+        d_scores *= weights[..., None]
+    n_pairs = max(n_pairs, 1)
+    return float(loss) / n_pairs, (d_scores / n_pairs).astype(scores.dtype, copy=False)

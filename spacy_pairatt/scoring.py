@@ -1,10 +1,11 @@
-"""Parser scores in spaCy's conventions, so `spacy train` and `spacy evaluate` print them.
+"""Parser and relation scores in spaCy's conventions, so `spacy train` and `spacy evaluate` print them.
 
 - dep_uas / dep_las / dep_las_per_type: spaCy's `Scorer.score_deps` with labels "p" and "punct"
   ignored (spaCy's parser convention), plus sents_p / sents_r / sents_f;
 - dep_uas_punct / dep_las_punct: the same with punctuation included;
 - dep_single_tree: the share of gold sentences whose predicted arcs form exactly one tree
-  (one root inside the sentence, every other word headed inside it, no cycle).
+  (one root inside the sentence, every other word headed inside it, no cycle);
+- rel_micro_p / rel_micro_r / rel_micro_f: labelled, directional relations in `doc._.relations`.
 """
 
 from typing import Any, Dict, Iterable, Optional
@@ -15,6 +16,7 @@ from spacy.scorer import Scorer
 from spacy.training import Example
 
 from .decoding import is_single_rooted_tree
+from .relations import register_relations_extension
 
 
 def lowercase_dep(token, attr: str) -> str:
@@ -65,3 +67,26 @@ def score_parse(examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
 def make_parser_scorer():
     """Registered as `spacy-pairatt.parser_scorer.v1`."""
     return score_parse
+
+
+def score_relations(examples: Iterable[Example], **kwargs) -> Dict[str, float]:
+    """Micro precision, recall and F1 of labelled, directional relations (spans compared by characters).
+
+    Registered through `make_relation_scorer` as `spacy-pairatt.relation_scorer.v1`.
+    """
+    register_relations_extension()
+    gold, predicted = set(), set()
+    for index, example in enumerate(examples):
+        for facts, doc in ((gold, example.reference), (predicted, example.predicted)):
+            for relation in doc._.relations:
+                head, tail = relation.head_span(doc), relation.tail_span(doc)
+                facts.add((index, head.start_char, head.end_char, tail.start_char, tail.end_char, relation.label))
+    correct = len(gold & predicted)
+    precision = correct / len(predicted) if predicted else 0.0
+    recall = correct / len(gold) if gold else 0.0
+    f_score = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"rel_micro_p": precision, "rel_micro_r": recall, "rel_micro_f": f_score}
+
+
+def make_relation_scorer():
+    return score_relations

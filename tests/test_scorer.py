@@ -137,7 +137,7 @@ def test_scorer_config_errors():
 
 
 def test_length_chunks_bound_padded_pairs():
-    from spacy_pairatt.layers.parser_model import length_chunks
+    from spacy_pairatt.layers.unit_scoring import length_chunks
 
     lengths = [5, 30, 6, 2, 31, 7]
     chunks = length_chunks(lengths, max_pairs=200)

@@ -7,7 +7,7 @@ import numpy as np
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, get_torch_default_device, xp2torch
 
 from ..features import PairBatch
-from .torch_scorers import BiaffinePairScorer, PaperPairScorer
+from .torch_scorers import BiaffinePairScorer, PaperPairScorer, RelationPairScorer
 
 SCORER_MODES = ("paper", "biaffine")
 
@@ -29,21 +29,32 @@ def build_pair_scorer(
     """
     if mode not in SCORER_MODES:
         raise ValueError(f"PairScorer mode must be one of {SCORER_MODES}, got {mode!r}")
+    return _scorer_model(
+        mode, use_embeddings, use_attention, dropout, {"arc_width": arc_width, "label_width": label_width}
+    )
+
+
+def build_relation_scorer(
+    use_embeddings: bool = True, use_attention: bool = True, hidden_width: int = 256, dropout: float = 0.1
+) -> Model[PairBatch, np.ndarray]:
+    """Registered as `spacy-pairatt.RelationScorer.v1`: (B, N, N, 1 + K) NONE + relation scores.
+
+    An MLP over head and tail entity vectors, the [CLS] context vector and the attention between
+    the two entities in both directions; the flags make the emb / emb+att rows configs.
+    """
+    return _scorer_model("relation", use_embeddings, use_attention, dropout, {"hidden_width": hidden_width})
+
+
+def _scorer_model(mode: str, use_embeddings: bool, use_attention: bool, dropout: float, widths: dict) -> Model:
     if not (use_embeddings or use_attention):
-        raise ValueError("PairScorer needs use_embeddings or use_attention (or both) to be true")
+        raise ValueError("A pair scorer needs use_embeddings or use_attention (or both) to be true")
     return Model(
         "pair_scorer",
         forward,
         init=init,
         dims={"nI": None, "nA": None, "nO": None},
-        attrs={
-            "mode": mode,
-            "use_embeddings": use_embeddings,
-            "use_attention": use_attention,
-            "arc_width": arc_width,
-            "label_width": label_width,
-            "dropout": dropout,
-        },
+        attrs={"mode": mode, "use_embeddings": use_embeddings, "use_attention": use_attention, "dropout": dropout}
+        | widths,
     )
 
 
@@ -63,6 +74,8 @@ def init(model: Model, X=None, Y=None) -> None:
     )
     if attrs["mode"] == "paper":
         module = PaperPairScorer(**common)
+    elif attrs["mode"] == "relation":
+        module = RelationPairScorer(**common, hidden_width=attrs["hidden_width"])
     else:
         module = BiaffinePairScorer(**common, arc_width=attrs["arc_width"], label_width=attrs["label_width"])
     model._layers.append(PyTorchWrapper_v2(module, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))

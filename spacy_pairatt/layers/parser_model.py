@@ -8,9 +8,9 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from spacy_transformers.layers import TransformerListener
 from thinc.api import Model
-from transformers.file_utils import ModelOutput
 
-from ..features import hidden_gradients, pad_batch, sentence_features
+from ..features import sentence_features
+from .unit_scoring import score_chunks, transformer_gradients
 
 
 @dataclass
@@ -24,21 +24,6 @@ class ParseScores:
     sentences: List[Tuple[int, int, int]]
     scores: np.ndarray
     mask: np.ndarray
-
-
-def length_chunks(lengths: List[int], max_pairs: int) -> List[List[int]]:
-    """Indices grouped by length so that chunk size x longest length squared stays under max_pairs.
-
-    Padding every sentence to the longest one of a whole batch makes memory grow with
-    batch size x longest sentence squared; chunks keep it bounded.
-    """
-    order = np.argsort(lengths, kind="stable")
-    chunks: List[List[int]] = [[]]
-    for index in order:
-        if chunks[-1] and (len(chunks[-1]) + 1) * lengths[index] ** 2 > max_pairs:
-            chunks.append([])
-        chunks[-1].append(int(index))
-    return [chunk for chunk in chunks if chunk]
 
 
 def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
@@ -73,36 +58,11 @@ def build_pairatt_parser(
 def forward(model: Model, docs: List[Doc], is_train: bool):
     tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
-    features = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
-    sentences = [(f.doc_index, f.start, f.n_words) for f in features]
-    hidden_shapes = [
-        trf.model_output["last_hidden_state"].shape if "last_hidden_state" in trf.model_output else None
-        for trf in trf_datas
-    ]
-    chunks = length_chunks([f.hidden.shape[0] for f in features], model.attrs["max_pairs_per_chunk"])
-    outputs, backprops = [], []
-    for chunk in chunks:
-        batch = pad_batch([features[i] for i in chunk], scorer.get_dim("nI"), scorer.get_dim("nA"))
-        scores, backprop_scores = scorer(batch, is_train)
-        outputs.append(ParseScores([sentences[i] for i in chunk], scores, batch.mask))
-        backprops.append(backprop_scores)
+    features, sentences = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
+    scored, backprop_units = score_chunks(scorer, features, model.attrs["max_pairs_per_chunk"], is_train)
+    outputs = [ParseScores([sentences[i] for i in chunk], scores, mask) for chunk, scores, mask in scored]
 
     def backprop(d_scores: List[np.ndarray]) -> List[Doc]:
-        d_units = [None] * len(features)
-        for chunk, backprop_scores, d_chunk in zip(chunks, backprops, d_scores):
-            d_hidden_chunk = backprop_scores(d_chunk).hidden
-            for row, index in enumerate(chunk):
-                d_units[index] = d_hidden_chunk[row]
-        d_hidden = hidden_gradients(d_units, features, hidden_shapes)
-        d_trf_datas = [
-            TransformerData(
-                wordpieces=trf_data.wordpieces,
-                model_output=ModelOutput(last_hidden_state=model.ops.asarray(d_doc * model.attrs["grad_factor"])),
-                align=trf_data.align,
-            )
-            for trf_data, d_doc in zip(trf_datas, d_hidden)
-            if d_doc is not None
-        ]
-        return backprop_trf(d_trf_datas)
+        return backprop_trf(transformer_gradients(model, trf_datas, features, backprop_units(d_scores)))
 
     return outputs, backprop

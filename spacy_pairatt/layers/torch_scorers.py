@@ -6,6 +6,8 @@ Both return one tensor of shape (B, N, N, 1 + K) for K dependency labels, read b
   one softmax over all 1 + K channels per pair.
 - `BiaffinePairScorer` (Dozat & Manning 2017, plus the attention terms): channel 0 is the arc
   score (softmax over heads j for each dependent i), channels 1..K the label scores.
+- `RelationPairScorer` (relations between entities i -> j): channel 0 is NONE, channels 1..K
+  the relation types (one softmax, or one sigmoid per type for multi-label data).
 
 Inputs: hidden (B, N, M) unit vectors, attention (B, F, N, N) with F = L*H and attention[b, f, i, j]
 how much unit i attends to unit j, missing (B, N) units without wordpieces, unshared (B, N, N)
@@ -147,3 +149,48 @@ class BiaffinePairScorer(nn.Module):
         if self.attention is not None:
             scores = scores + self.attention(attention)
         return scores
+
+
+class RelationPairScorer(nn.Module):
+    """Eq. 5 with one hidden layer: T_i ∘ T_j ∘ T_root ∘ a_ij ∘ a_ji -> GELU -> NONE + K relations.
+
+    Unit i is the head entity, j the tail, unit 0 the root ([CLS]), whose vector gives the
+    sentence context a relation between two spans depends on. As in the other scorers the first
+    layer is a sum of one linear map per part, so no (B, N, N, 3M + 2F) input is built.
+    """
+
+    def __init__(
+        self,
+        width: int,
+        n_attention: int,
+        n_labels: int,
+        use_embeddings: bool,
+        use_attention: bool,
+        dropout: float,
+        hidden_width: int,
+    ):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(hidden_width))
+        self.indicators = PairIndicators(hidden_width)
+        self.dropout = nn.Dropout(dropout)
+        self.parts = (
+            nn.ModuleDict({name: nn.Linear(width, hidden_width, bias=False) for name in ("head", "tail", "context")})
+            if use_embeddings
+            else None
+        )
+        self.attention = PairAttention(n_attention, hidden_width, dropout) if use_attention else None
+        self.output = nn.Sequential(nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_width, 1 + n_labels))
+
+    def forward(self, hidden, attention: Optional[torch.Tensor], missing, unshared):
+        pairs = self.bias + self.indicators(missing, unshared)
+        if self.parts is not None:
+            hidden = self.dropout(hidden)
+            pairs = (
+                pairs
+                + self.parts["head"](hidden)[:, :, None]
+                + self.parts["tail"](hidden)[:, None, :]
+                + self.parts["context"](hidden[:, :1])[:, :, None]
+            )
+        if self.attention is not None:
+            pairs = pairs + self.attention(attention)
+        return self.output(pairs)

@@ -1,0 +1,285 @@
+"""`pairatt_rel`: relations between entities from a shared transformer's pair features.
+
+Candidate entities are the spans of `doc.ents` or `doc.spans[spans_key]` (mentions sharing a
+`span.id_` form one entity). Every ordered pair of distinct entities is scored from the pooled
+entity vectors, the [CLS] context and the attention between the two entities in both
+directions; predictions go to `doc._.relations` (see `spacy_pairatt.relations`).
+"""
+
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
+
+import numpy as np
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.training import Example, validate_get_examples
+from spacy.vocab import Vocab
+from thinc.api import Config, Model, set_dropout_rate
+
+from ..layers.relation_model import DocEntities, RelationScores
+from ..objectives import entity_pair_mask, relation_loss, relation_probabilities
+from ..relations import ENTS, Relation, candidate_spans, entity_mentions, register_relations_extension
+from .base import PairScoringPipe
+
+DEFAULT_MODEL_CONFIG = """
+[model]
+@architectures = "spacy-pairatt.PairAttRelations.v1"
+grad_factor = 1.0
+
+[model.tok2vec]
+@architectures = "spacy-pairatt.TransformerListener.v1"
+upstream = "*"
+
+[model.scorer]
+@architectures = "spacy-pairatt.RelationScorer.v1"
+use_embeddings = true
+use_attention = true
+hidden_width = 256
+dropout = 0.1
+"""
+DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+
+
+@Language.factory(
+    "pairatt_rel",
+    assigns=["doc._.relations"],
+    default_config={
+        "model": DEFAULT_MODEL,
+        "spans_key": ENTS,
+        "multi_label": False,
+        "threshold": 0.5,
+        "negative_ratio": None,
+        "seed": 0,
+        "scorer": {"@scorers": "spacy-pairatt.relation_scorer.v1"},
+    },
+    default_score_weights={"rel_micro_f": 1.0, "rel_micro_p": None, "rel_micro_r": None},
+)
+def make_pairatt_rel(
+    nlp: Language,
+    name: str,
+    model: Model,
+    spans_key: str,
+    multi_label: bool,
+    threshold: float,
+    negative_ratio: Optional[float],
+    seed: int,
+    scorer: Optional[Callable],
+):
+    """spans_key: "ents" for doc.ents, else a doc.spans key. multi_label: one sigmoid per relation
+    type (several relations per pair, DocRED) instead of one softmax over NONE + types (SemEval).
+    threshold: the probability a multi-label relation needs to be written. negative_ratio: in
+    training, pairs without a relation sampled per pair with one (None: all pairs)."""
+    return PairAttRelationExtractor(
+        nlp.vocab,
+        model,
+        name,
+        spans_key=spans_key,
+        multi_label=multi_label,
+        threshold=threshold,
+        negative_ratio=negative_ratio,
+        seed=seed,
+        scorer=scorer,
+    )
+
+
+class PairAttRelationExtractor(PairScoringPipe):
+    """Directional, labelled relations between the candidate entities of each Doc."""
+
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str = "pairatt_rel",
+        *,
+        spans_key: str = ENTS,
+        multi_label: bool = False,
+        threshold: float = 0.5,
+        negative_ratio: Optional[float] = None,
+        seed: int = 0,
+        scorer=None,
+    ):
+        register_relations_extension()
+        if negative_ratio is not None and negative_ratio < 0:
+            raise ValueError(f"pairatt_rel: negative_ratio must be None or >= 0, got {negative_ratio}")
+        self.vocab = vocab
+        self.model = model
+        self.name = name
+        self.scorer = scorer
+        self.negative_ratio = negative_ratio
+        self.rng = np.random.default_rng(seed)
+        self.cfg: Dict = {
+            "labels": [],
+            "dims": {},
+            "spans_key": spans_key,
+            "multi_label": multi_label,
+            "threshold": threshold,
+        }
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    @property
+    def label_data(self) -> List[str]:
+        return list(self.cfg["labels"])
+
+    @property
+    def threshold(self) -> float:
+        return self.cfg["threshold"]
+
+    @threshold.setter
+    def threshold(self, value: float) -> None:
+        """Set after tuning on held-out data; saved with the component."""
+        self.cfg["threshold"] = float(value)
+
+    def add_label(self, label: str) -> int:
+        if label in self.cfg["labels"]:
+            return 0
+        self._allow_extra_label()
+        self.cfg["labels"].append(label)
+        return 1
+
+    def doc_entities(self, doc: Doc) -> DocEntities:
+        """The Doc's candidate entities, each a list of mention offsets, in order of first mention."""
+        return [
+            [(span.start, span.end) for span in mentions]
+            for mentions in entity_mentions(candidate_spans(doc, self.cfg["spans_key"]))
+        ]
+
+    def predict(self, docs: Iterable[Doc]):
+        """(entities per Doc, {doc index: (E, E, K) probabilities of each relation i -> j})."""
+        docs = list(docs)
+        entities = [self.doc_entities(doc) for doc in docs]
+        probabilities: Dict[int, np.ndarray] = {}
+        if any(len(doc_entities) >= 2 for doc_entities in entities):
+            for chunk in self.model.predict((docs, entities)):
+                probs = relation_probabilities(chunk.scores, self.cfg["multi_label"])
+                for row, doc_index in enumerate(chunk.doc_indices):
+                    n = len(entities[doc_index]) + 1
+                    probabilities[doc_index] = probs[row, 1:n, 1:n]
+        return entities, probabilities
+
+    def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
+        """Replace each Doc's relations with the predicted ones (none when it has < 2 entities)."""
+        entities, probabilities = predictions
+        for doc_index, doc in enumerate(docs):
+            probs = probabilities.get(doc_index)
+            doc._.relations = [] if probs is None else self._relations(entities[doc_index], probs)
+
+    def _relations(self, entities: DocEntities, probs: np.ndarray) -> List[Relation]:
+        """multi_label: every type at or above the threshold; else each pair's best type unless NONE wins."""
+        if self.cfg["multi_label"]:
+            chosen = probs >= self.threshold
+        else:
+            no_relation = 1.0 - probs.sum(axis=-1, keepdims=True)
+            best = np.concatenate([no_relation, probs], axis=-1).argmax(axis=-1)
+            chosen = best[..., None] - 1 == np.arange(probs.shape[-1])
+        heads, tails, types = np.nonzero(chosen & ~np.eye(len(entities), dtype=bool)[..., None])
+        return [
+            Relation(entities[h][0], entities[t][0], self.labels[k], float(probs[h, t, k]))
+            for h, t, k in zip(heads, tails, types)
+        ]
+
+    def get_loss(self, examples: Iterable[Example], chunks: List[RelationScores]):
+        """Loss averaged over the pairs in the loss (positives and sampled negatives), per-chunk gradients."""
+        examples = list(examples)
+        targets = [self._chunk_targets(examples, chunk) for chunk in chunks]
+        n_pairs = sum(int(weights.sum()) for _, weights in targets)
+        losses = [
+            relation_loss(chunk.scores, weights, gold, self.cfg["multi_label"], n_pairs)
+            for chunk, (gold, weights) in zip(chunks, targets)
+        ]
+        return sum(loss for loss, _ in losses), [d_scores for _, d_scores in losses]
+
+    def _chunk_targets(self, examples: List[Example], chunk: RelationScores):
+        """(gold, weights) of one chunk; negatives subsampled to negative_ratio x positives per Doc."""
+        batch, n_units = chunk.mask.shape
+        n_labels = len(self.labels)
+        gold_types = np.zeros((batch, n_units, n_units, n_labels), dtype="float32")
+        for row, doc_index in enumerate(chunk.doc_indices):
+            for head, tail, label in self._gold_relations(examples[doc_index], doc_index):
+                gold_types[row, head + 1, tail + 1, label] = 1.0
+        pairs = entity_pair_mask(chunk.mask)
+        positive = gold_types.any(axis=-1)
+        weights = pairs.astype("float32")
+        if self.negative_ratio is not None:
+            negative = pairs & ~positive
+            n_keep = np.ceil(self.negative_ratio * np.maximum(positive.sum(axis=(1, 2)), 1)).astype("int64")
+            # A random rank per negative pair; keep the n_keep lowest-ranked of each Doc.
+            ranks = np.where(negative, self.rng.random(negative.shape), np.inf)
+            order = ranks.reshape(batch, -1).argsort(axis=1).argsort(axis=1).reshape(negative.shape)
+            weights = (positive | (negative & (order < n_keep[:, None, None]))).astype("float32")
+        if self.cfg["multi_label"]:
+            return gold_types, weights
+        return np.where(positive, gold_types.argmax(axis=-1) + 1, 0), weights
+
+    def _gold_relations(self, example: Example, doc_index: int) -> List[Tuple[int, int, int]]:
+        """(head entity, tail entity, label index) of the reference's relations, on the predicted entities."""
+        predicted_entities = {mentions[0]: i for i, mentions in enumerate(self.doc_entities(example.predicted))}
+        label_index = {label: i for i, label in enumerate(self.labels)}
+        reference = example.reference
+        same_tokens = [t.text for t in reference] == [t.text for t in example.predicted]
+        gold = []
+        for relation in reference._.relations:
+            if relation.label not in label_index:
+                raise ValueError(
+                    f"pairatt_rel: label {relation.label!r} of example {doc_index} ({reference.text[:80]!r}) is "
+                    f"not one of the {len(label_index)} labels the model was initialized with"
+                )
+            ends = []
+            for span in (relation.head_span(reference), relation.tail_span(reference)):
+                aligned = [span] if same_tokens else example.get_aligned_spans_y2x([span])
+                key = (aligned[0].start, aligned[0].end) if aligned else None
+                if key not in predicted_entities:
+                    raise ValueError(
+                        f"pairatt_rel: the relation {relation.label!r} of example {doc_index} "
+                        f"({reference.text[:80]!r}) involves {span.text!r} (tokens {span.start}-{span.end}), "
+                        f"which is not the first mention of a candidate entity in the predicted Doc's "
+                        f"{self._candidates_name}. Training Docs need their candidate spans: read the "
+                        'corpus with "spacy-pairatt.GoldSpansCorpus.v1", which copies them from the reference.'
+                    )
+                ends.append(predicted_entities[key])
+            gold.append((ends[0], ends[1], label_index[relation.label]))
+        return gold
+
+    @property
+    def _candidates_name(self) -> str:
+        key = self.cfg["spans_key"]
+        return "doc.ents" if key == ENTS else f"doc.spans[{key!r}]"
+
+    def initialize(
+        self,
+        get_examples: Callable[[], Iterable[Example]],
+        *,
+        nlp: Optional[Language] = None,
+        labels: Optional[List[str]] = None,
+    ) -> None:
+        """Collect relation labels from the reference Docs, check the transformer, build the scorer."""
+        validate_get_examples(get_examples, "PairAttRelationExtractor.initialize")
+        if labels is not None:
+            self.cfg["labels"] = list(labels)
+        else:
+            found = set(self.cfg["labels"])
+            for example in get_examples():
+                found.update(relation.label for relation in example.reference._.relations)
+            self.cfg["labels"] = sorted(found)
+        if not self.cfg["labels"]:
+            raise ValueError(
+                "pairatt_rel: no relations found in the training examples' doc._.relations; it needs Docs "
+                "with relations between spans (e.g. from `python -m spacy_pairatt semeval-convert`)"
+            )
+        self._set_dims(nlp, 1 + len(self.cfg["labels"]))
+
+    def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None, losses=None) -> Dict[str, float]:
+        """The model takes (docs, entities), not docs, so TrainablePipe.update is adapted here."""
+        losses = {} if losses is None else losses
+        losses.setdefault(self.name, 0.0)
+        examples = list(examples)
+        docs = [eg.predicted for eg in examples]
+        set_dropout_rate(self.model, drop)
+        chunks, backprop = self.model.begin_update((docs, [self.doc_entities(doc) for doc in docs]))
+        loss, d_scores = self.get_loss(examples, chunks)
+        backprop(d_scores)
+        if sgd not in (None, False):
+            self.finish_update(sgd)
+        losses[self.name] += loss
+        return losses

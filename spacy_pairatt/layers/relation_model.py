@@ -1,0 +1,65 @@
+"""The relation model: transformer listener -> entity-level pair features -> relation scorer."""
+
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import numpy as np
+from spacy.tokens import Doc
+from spacy_transformers.data_classes import TransformerData
+from thinc.api import Model
+
+from ..features import entity_features
+from .unit_scoring import score_chunks, transformer_gradients
+
+# One Doc's candidate entities, each a list of mention offsets (start, end).
+DocEntities = List[List[Tuple[int, int]]]
+
+
+@dataclass
+class RelationScores:
+    """Pair scores for one chunk of Docs with similar numbers of entities.
+
+    doc_indices: the Doc of each row of `scores`; scores: (B, N, N, 1 + K) where unit u >= 1 is
+    entity u - 1 of that Doc and [b, i, j] scores the relation i -> j; mask: (B, N) real units,
+    the root (unit 0) included.
+    """
+
+    doc_indices: List[int]
+    scores: np.ndarray
+    mask: np.ndarray
+
+
+def build_pairatt_relations(
+    tok2vec: Model[List[Doc], List[TransformerData]],
+    scorer: Model,
+    grad_factor: float = 1.0,
+    max_pairs_per_chunk: int = 200_000,
+) -> Model[Tuple[List[Doc], List[DocEntities]], List[RelationScores]]:
+    """Registered as `spacy-pairatt.PairAttRelations.v1`; takes (docs, candidate entities per Doc).
+
+    grad_factor scales the gradient sent into the shared transformer (0 freezes it for this
+    component); max_pairs_per_chunk bounds the entity pairs scored at once (memory).
+    """
+    return Model(
+        "pairatt_relations_model",
+        forward,
+        layers=[tok2vec, scorer],
+        refs={"tok2vec": tok2vec, "scorer": scorer},
+        attrs={"grad_factor": grad_factor, "max_pairs_per_chunk": max_pairs_per_chunk},
+    )
+
+
+def forward(model: Model, inputs: Tuple[List[Doc], List[DocEntities]], is_train: bool):
+    docs, entities = inputs
+    tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
+    trf_datas, backprop_trf = tok2vec(docs, is_train)
+    features = entity_features(docs, trf_datas, entities, scorer.attrs["use_attention"])
+    scored, backprop_units = score_chunks(scorer, features, model.attrs["max_pairs_per_chunk"], is_train)
+    outputs = [
+        RelationScores([features[i].doc_index for i in chunk], scores, mask) for chunk, scores, mask in scored
+    ]
+
+    def backprop(d_scores: List[np.ndarray]):
+        return backprop_trf(transformer_gradients(model, trf_datas, features, backprop_units(d_scores)))
+
+    return outputs, backprop

@@ -1,0 +1,100 @@
+"""Relations between spans, stored on the Doc as `doc._.relations`.
+
+Each relation is directional (head -> tail), labelled and scored. Spans are kept as token offsets,
+not Span objects, in `doc.user_data`, so relations survive `DocBin(store_user_data=True)`,
+`Doc.to_disk`/`from_disk`, `to_bytes` and pickling with no custom serialisation.
+
+Candidate *entities* are read from `doc.ents` or `doc.spans[key]`. Spans that share a
+`span.id_` are mentions of one entity (document-level data such as DocRED); a span without an
+id is an entity of its own. A relation between entities is stored with each entity's first
+mention as its offsets.
+"""
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from spacy.tokens import Doc, Span
+
+USER_DATA_KEY = "pairatt_relations"
+ENTS = "ents"  # the spans_key value that means doc.ents
+
+
+@dataclass(frozen=True, order=True)
+class Relation:
+    """head and tail are (start, end) token offsets of a span of the Doc; score is in [0, 1]."""
+
+    head: Tuple[int, int]
+    tail: Tuple[int, int]
+    label: str
+    score: float = 1.0
+
+    def head_span(self, doc: Doc) -> Span:
+        return doc[self.head[0] : self.head[1]]
+
+    def tail_span(self, doc: Doc) -> Span:
+        return doc[self.tail[0] : self.tail[1]]
+
+    def to_tuple(self) -> Tuple[int, int, int, int, str, float]:
+        return (*self.head, *self.tail, self.label, float(self.score))
+
+
+RelationLike = Union[Relation, Sequence]
+
+
+def _as_relation(value: RelationLike, doc: Doc) -> Relation:
+    """A Relation from a Relation, a (head, tail, label[, score]) or a flat stored tuple; checked against doc."""
+    if isinstance(value, Relation):
+        relation = value
+    elif len(value) == 6:
+        h_start, h_end, t_start, t_end, label, score = value
+        relation = Relation((int(h_start), int(h_end)), (int(t_start), int(t_end)), str(label), float(score))
+    elif len(value) in (3, 4):
+        head, tail = (_offsets(value[0]), _offsets(value[1]))
+        relation = Relation(head, tail, str(value[2]), float(value[3]) if len(value) == 4 else 1.0)
+    else:
+        raise ValueError(f"doc._.relations: cannot read {value!r} as a relation (head, tail, label[, score])")
+    for name, (start, end) in (("head", relation.head), ("tail", relation.tail)):
+        if not 0 <= start < end <= len(doc):
+            raise ValueError(
+                f"doc._.relations: {name} span [{start}, {end}) of relation {relation.label!r} does not fit "
+                f"the Doc of {len(doc)} tokens ({doc.text[:60]!r})"
+            )
+    return relation
+
+
+def _offsets(span) -> Tuple[int, int]:
+    if isinstance(span, Span):
+        return span.start, span.end
+    start, end = span
+    return int(start), int(end)
+
+
+def get_relations(doc: Doc) -> List[Relation]:
+    return [_as_relation(stored, doc) for stored in doc.user_data.get(USER_DATA_KEY, ())]
+
+
+def set_relations(doc: Doc, relations: Optional[Iterable[RelationLike]]) -> None:
+    """Store relations as plain tuples, sorted (head, tail, label) so the order is deterministic."""
+    checked = sorted(_as_relation(value, doc) for value in (relations or ()))
+    doc.user_data[USER_DATA_KEY] = [relation.to_tuple() for relation in checked]
+
+
+def register_relations_extension() -> None:
+    """`doc._.relations`: idempotent, so every component and reader can call it."""
+    if not Doc.has_extension("relations"):
+        Doc.set_extension("relations", getter=get_relations, setter=set_relations)
+
+
+def candidate_spans(doc: Doc, spans_key: str) -> List[Span]:
+    """The spans relations may hold between: doc.ents for "ents", else doc.spans[spans_key]."""
+    if spans_key == ENTS:
+        return list(doc.ents)
+    return list(doc.spans[spans_key]) if spans_key in doc.spans else []
+
+
+def entity_mentions(spans: Iterable[Span]) -> List[List[Span]]:
+    """Spans grouped into entities by `span.id_` (no id: an entity of its own), in order of first mention."""
+    groups: Dict[str, List[Span]] = {}
+    for position, span in enumerate(sorted(spans, key=lambda s: (s.start, s.end))):
+        groups.setdefault(span.id_ or f"\0{position}", []).append(span)
+    return list(groups.values())
