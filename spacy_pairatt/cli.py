@@ -38,7 +38,7 @@ def table(args) -> None:
 def assemble(args) -> None:
     from .packaging import assemble_pipeline
 
-    assemble_pipeline(args.model, args.output, args.accuracy, args.senter)
+    assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version)
 
 
 def demo(args) -> None:
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     assembly.add_argument("output")
     assembly.add_argument("--accuracy", help="evaluate --output JSON whose scores go into meta.json")
     assembly.add_argument("--senter", help="pipeline whose senter goes in front (default: the rule-based sentencizer)")
+    assembly.add_argument("--version", help="package version for meta.json and the model card README.md")
     assembly.set_defaults(func=assemble)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
     demonstration.add_argument("model")

@@ -1,0 +1,93 @@
+"""The en_pairatt wheel: assembled, built by `spacy package`, installed offline into a fresh venv, loaded by name."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import REPO, examples_from_docs, make_pipeline
+
+from spacy_pairatt.packaging import package_requirements
+from spacy_pairatt.scoring import sentence_is_one_tree
+
+TEXT = "The parser reads the attention between words. It builds one tree per sentence!"
+# Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, and the parse.
+LOAD_AND_PARSE = f"""
+import json
+from pathlib import Path
+import spacy, en_pairatt
+nlp = spacy.load("en_pairatt")
+doc = nlp({TEXT!r})
+print(json.dumps({{
+    "module": en_pairatt.__file__,
+    "meta": json.loads((Path(en_pairatt.__file__).parent / "meta.json").read_text()),
+    "readme": next(Path(en_pairatt.__file__).parent.glob("en_pairatt-*/README.md")).read_text(),
+    "heads": [token.head.i for token in doc],
+    "sents": [[sent.start, sent.end] for sent in doc.sents],
+}}))
+"""
+
+
+def run(*args, env) -> str:
+    """Run a command; on failure, fail the test with its output."""
+    result = subprocess.run([str(arg) for arg in args], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.mark.slow
+def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # commands run away from the checkout, which holds no en_pairatt
+    encoder = shutil.copytree(tiny_bert_dir, tmp_path / "encoder")
+    nlp = make_pipeline(str(encoder))
+    examples = examples_from_docs(nlp, ud_train_docs[:20])
+    optimizer = nlp.initialize(lambda: examples)
+    nlp.update(examples, sgd=optimizer)
+    nlp.to_disk(tmp_path / "model")
+    scores = nlp.evaluate(examples)
+    (tmp_path / "scores.json").write_text(json.dumps({"scores": scores}))
+    # The wheel must carry the encoder's weights: from here on the directory they were read from is gone.
+    shutil.rmtree(encoder)
+
+    # No network: the Hugging Face libraries stay offline, and pip (also inside `python -m build`, which then
+    # fails over to `setup.py bdist_wheel`) sees no index. PYTHONPATH: this checkout's spacy_pairatt is the
+    # code under test, whichever copy the installed entry points were made from.
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PIP_NO_INDEX": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    shipped, packages = tmp_path / "shipped", tmp_path / "packages"
+    assemble_args = ["--accuracy", tmp_path / "scores.json", "--version", "0.1.0"]
+    run(sys.executable, "-m", "spacy_pairatt", "assemble", tmp_path / "model", shipped, *assemble_args, env=env)
+    packages.mkdir()
+    package_args = ["--name", "pairatt", "--version", "0.1.0", "--build", "wheel"]
+    run(sys.executable, "-m", "spacy", "package", shipped, packages, *package_args, env=env)
+    (wheel,) = (packages / "en_pairatt-0.1.0" / "dist").glob("*.whl")
+
+    # The venv sees the system site, where spaCy, torch and spacy_pairatt are installed: there is no network to
+    # install them from, and torch alone is several hundred MB. The system's pip, visible through it, installs
+    # into the venv; without --no-deps, so the wheel's requirements must resolve against that stack offline.
+    venv = tmp_path / "venv"
+    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, env=env)
+    python = venv / "bin" / "python"
+    run(python, "-m", "pip", "install", "--no-index", wheel, env=env)
+    result = json.loads(run(python, "-c", LOAD_AND_PARSE, env=env))
+
+    assert Path(result["module"]).resolve().is_relative_to(venv.resolve())
+    meta = result["meta"]
+    assert meta["performance"]["dep_las"] == pytest.approx(scores["dep_las"])
+    assert meta["performance"]["dep_uas"] == pytest.approx(scores["dep_uas"])
+    assert set(package_requirements()) <= set(meta["requirements"])
+    assert "### Limits" in result["readme"] and "CC BY-SA 4.0" in result["readme"]
+    heads = np.array(result["heads"])
+    assert len(result["sents"]) == 2
+    for start, end in result["sents"]:
+        assert sentence_is_one_tree(heads, start, end)
+        assert sum(heads[i] == i for i in range(start, end)) == 1
