@@ -10,6 +10,20 @@ def fetch_ud(args) -> None:
     fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
 
 
+def fetch_relation_data(args) -> None:
+    from .corpora import docred, semeval
+
+    fetch = {"fetch-semeval": semeval.fetch_semeval, "fetch-docred": docred.fetch_docred}[args.command]
+    fetch(Path(args.dest), Path(args.local) if args.local else None)
+
+
+def convert_relation_data(args) -> None:
+    from .corpora import docred, semeval
+
+    convert = {"semeval-convert": semeval.convert_semeval, "docred-convert": docred.convert_docred}[args.command]
+    convert(Path(args.src_dir), Path(args.out_dir))
+
+
 def evaluate(args) -> None:
     from .evaluation import evaluate_pipeline, write_json
 
@@ -54,6 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("dest")
     fetch.add_argument("--local", help="folder with a local copy of the .conllu files, used when present")
     fetch.set_defaults(func=fetch_ud)
+    for corpus, what, local, splits in (
+        ("semeval", "SemEval-2010 Task 8 train and test files", "SemEval2010_task8_all_data/", "train/dev/test"),
+        ("docred", "Re-DocRED dev_revised.json and test_revised.json", "the two files", "train/tune/test"),
+    ):
+        fetch_corpus = commands.add_parser(f"fetch-{corpus}", help=f"{what} into a folder (local copy or download)")
+        fetch_corpus.add_argument("dest")
+        fetch_corpus.add_argument("--local", help=f"folder holding {local} (a local copy), used when present")
+        fetch_corpus.set_defaults(func=fetch_relation_data)
+        convert = commands.add_parser(f"{corpus}-convert", help=f"{what} to {splits} .spacy files")
+        convert.add_argument("src_dir", metavar="SRC_DIR", help=f"folder holding {local}")
+        convert.add_argument("out_dir", metavar="OUT_DIR")
+        convert.set_defaults(func=convert_relation_data)
     evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
     evaluation.add_argument("model")
     evaluation.add_argument("data")

@@ -98,3 +98,25 @@ def entity_mentions(spans: Iterable[Span]) -> List[List[Span]]:
     for position, span in enumerate(sorted(spans, key=lambda s: (s.start, s.end))):
         groups.setdefault(span.id_ or f"\0{position}", []).append(span)
     return list(groups.values())
+
+
+def render_relations(doc: Doc, spans_key: str = ENTS, page: bool = False) -> str:
+    """displaCy's "dep" view of `doc._.relations`: one arc per relation, from the head span's first
+    token to the tail span's (its last token when both start together), pointing at the tail;
+    tokens of candidate spans show the span label underneath. Returns SVG (HTML with page=True)."""
+    from spacy import displacy
+
+    tags = [""] * len(doc)
+    for span in candidate_spans(doc, spans_key):
+        for i in range(span.start, span.end):
+            tags[i] = span.label_
+    arcs = []
+    for relation in get_relations(doc):
+        start = relation.head[0]
+        end = relation.tail[0] if relation.tail[0] != start else relation.tail[1] - 1
+        if end == start:
+            raise ValueError(f"render_relations: {relation.label!r} goes from a one-token span to itself")
+        direction = "right" if start < end else "left"
+        arcs.append({"start": min(start, end), "end": max(start, end), "label": relation.label, "dir": direction})
+    words = [{"text": token.text, "tag": tag} for token, tag in zip(doc, tags)]
+    return displacy.render({"words": words, "arcs": arcs}, style="dep", manual=True, page=page, jupyter=False)
