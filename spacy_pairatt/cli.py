@@ -1,6 +1,7 @@
 """`python -m spacy_pairatt`: the project's commands, one subcommand each."""
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -61,6 +62,38 @@ def demo(args) -> None:
     parse_examples(args.model, args.output, args.text or None)
 
 
+def parse(args) -> None:
+    """One process (nlp.pipe, --n-process) or, with --scheduler / --dask-workers, Dask shards."""
+    from .parsing import ParseCommandError, parse_file
+
+    options = {
+        "input_format": args.input_format,
+        "output_format": args.output_format,
+        "batch_size": args.batch_size,
+        "progress": not args.no_progress,
+    }
+    try:
+        if args.scheduler or args.dask_workers is not None:
+            from .distributed import parse_shards
+
+            if args.n_process != 1:
+                raise ParseCommandError("--n-process is for one machine; with Dask, workers parse the shards")
+            shards = parse_shards(
+                args.model,
+                args.input,
+                args.output,
+                shard_size=args.shard_size,
+                scheduler_address=args.scheduler,
+                n_workers=args.dask_workers,
+                **options,
+            )
+            print(f"Wrote {len(shards)} shards to {args.output}", file=sys.stderr)
+        else:
+            parse_file(args.model, args.input, args.output, n_process=args.n_process, **options)
+    except ParseCommandError as error:
+        raise SystemExit(f"python -m spacy_pairatt parse: error: {error}") from error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -116,6 +149,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--text", action="append", help="a text to parse (repeatable); default: built-in examples"
     )
     demonstration.set_defaults(func=demo)
+    parsing = commands.add_parser("parse", help="parse text or CoNLL-U into CoNLL-U or JSON lines, streaming")
+    parsing.add_argument("model", help="package name or path of a pipeline")
+    parsing.add_argument("input", help="input file, or - for stdin")
+    parsing.add_argument(
+        "--input-format",
+        default="text",
+        choices=("text", "conllu"),
+        help="text: one document per non-empty line (default); conllu: one document per sentence",
+    )
+    parsing.add_argument(
+        "--output", help="output file (default: stdout); with Dask, the directory for the shard files"
+    )
+    parsing.add_argument(
+        "--output-format",
+        default="conllu",
+        choices=("conllu", "json", "docbin"),
+        help="conllu (default), json (one object per line per document), docbin (with Dask only)",
+    )
+    parsing.add_argument("--batch-size", type=int, default=64, help="documents per nlp.pipe batch (default: 64)")
+    parsing.add_argument("--n-process", type=int, default=1, help="nlp.pipe worker processes (default: 1)")
+    parsing.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    dask = parsing.add_mutually_exclusive_group()
+    dask.add_argument("--scheduler", metavar="ADDRESS", help="parse shards on the Dask cluster at this address")
+    dask.add_argument(
+        "--dask-workers", type=int, metavar="N", help="parse shards on a local Dask cluster of N processes"
+    )
+    parsing.add_argument(
+        "--shard-size", type=int, default=1000, help="documents per Dask task and output file (default: 1000)"
+    )
+    parsing.set_defaults(func=parse)
     return parser
 
 

@@ -1,0 +1,206 @@
+"""`python -m spacy_pairatt parse` and its Dask scale-out on a tiny trained pipeline saved to disk.
+
+The parses only need to be deterministic, not good: two epochs on 50 UD sentences.
+"""
+
+import json
+import random
+
+import pytest
+import spacy
+from conftest import UD_DIR, examples_from_docs, make_pipeline
+from spacy.tokens import DocBin
+from thinc.api import Adam, fix_random_seed
+
+from spacy_pairatt.cli import main
+from spacy_pairatt.parsing import conllu_blocks
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog. It didn't even look back!",
+    "",
+    "I   saw   her   yesterday .",
+    "Short one",
+    "Ελληνικά and 中文 in one line.",
+]
+N_DEV_SENTENCES = 30
+
+
+@pytest.fixture(scope="module")
+def model_dir(tiny_bert_dir, ud_train_docs, tmp_path_factory):
+    """A sentencizer in front, so a line of text can hold several sentences."""
+    fix_random_seed(0)
+    random.seed(0)
+    nlp = make_pipeline(tiny_bert_dir)
+    examples = examples_from_docs(nlp, ud_train_docs[:50])
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-3)
+    for _ in range(2):
+        for batch in spacy.util.minibatch(examples, 10):
+            nlp.update(batch, sgd=optimizer)
+    nlp.add_pipe("sentencizer", first=True)
+    path = tmp_path_factory.mktemp("parse") / "model"
+    nlp.to_disk(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("parse") / "input.txt"
+    path.write_text("\n".join(TEXTS) + "\n", encoding="utf8")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def dev_file(tmp_path_factory):
+    """The first sentences of EWT dev, multiword tokens (didn't, Today's) included."""
+    source = UD_DIR / "en_ewt-ud-dev.conllu"
+    if not source.exists():
+        pytest.skip(f"UD English-EWT not found at {source}")
+    lines, n_sentences = [], 0
+    with source.open(encoding="utf8") as file:
+        for line in file:
+            lines.append(line)
+            n_sentences += not line.strip()
+            if n_sentences == N_DEV_SENTENCES:
+                break
+    path = tmp_path_factory.mktemp("parse") / "dev.conllu"
+    path.write_text("".join(lines), encoding="utf8")
+    return str(path)
+
+
+def parse(model, input_path, output, *options):
+    main(["parse", model, str(input_path), "--output", str(output), "--no-progress", *options])
+    return output.read_text(encoding="utf8")
+
+
+def conllu_sentences(text):
+    """[(comments as a dict, rows as column lists)] for each block, checking it is a valid tree."""
+    sentences = []
+    for block in text.strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        comments = dict(line[2:].split(" = ", 1) for line in lines if line.startswith("# "))
+        rows = [line.split("\t") for line in lines if not line.startswith("#")]
+        assert all(len(row) == 10 for row in rows)
+        assert [row[0] for row in rows] == [str(i) for i in range(1, len(rows) + 1)]
+        assert all(0 <= int(row[6]) <= len(rows) for row in rows)
+        assert [row[6] for row in rows].count("0") == 1
+        assert [row[7] for row in rows if row[6] == "0"] == ["root"]
+        sentences.append((comments, rows))
+    return sentences
+
+
+def input_sentences(path):
+    """[(comments, [(FORM, SpaceAfter=No)] of the words)] of a CoNLL-U file, read without spaCy."""
+    sentences = []
+    for block in open(path, encoding="utf8").read().strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        comments = dict(line[2:].split(" = ", 1) for line in lines if line.startswith("# "))
+        rows = [line.split("\t") for line in lines if not line.startswith("#")]
+        sentences.append((comments, [row[1] for row in rows if row[0].isdigit()]))
+    return sentences
+
+
+def test_text_to_conllu_matches_nlp_pipe(model_dir, text_file, tmp_path):
+    sentences = conllu_sentences(parse(model_dir, text_file, tmp_path / "out.conllu"))
+    nlp = spacy.load(model_dir)
+    expected = []
+    for line_number, doc in zip((1, 3, 4, 5), nlp.pipe(text for text in TEXTS if text)):
+        sents = list(doc.sents)
+        for k, sent in enumerate(sents, 1):
+            sent_id = str(line_number) if len(sents) == 1 else f"{line_number}-{k}"
+            heads = [0 if t.head.i == t.i else t.head.i - sent.start + 1 for t in sent]
+            expected.append((sent_id, sent.text, [t.text for t in sent], heads, [t.dep_ for t in sent]))
+    assert [s[0] for s in expected][:2] == ["1-1", "1-2"]
+    assert [
+        (
+            comments["sent_id"],
+            comments["text"],
+            [row[1] for row in rows],
+            [int(row[6]) for row in rows],
+            ["ROOT" if row[6] == "0" else row[7] for row in rows],
+        )
+        for comments, rows in sentences
+    ] == expected
+
+
+def test_conllu_input_keeps_tokenisation_comments_and_sentences(model_dir, dev_file, tmp_path):
+    sentences = conllu_sentences(parse(model_dir, dev_file, tmp_path / "out.conllu", "--input-format", "conllu"))
+    original = input_sentences(dev_file)
+    assert len(sentences) == N_DEV_SENTENCES
+    assert [comments for comments, _ in sentences] == [comments for comments, _ in original]
+    assert [[row[1] for row in rows] for _, rows in sentences] == [words for _, words in original]
+    for comments, rows in sentences:
+        # the words and their SpaceAfter give back the sentence's text
+        text = "".join(row[1] + ("" if row[9] == "SpaceAfter=No" else " ") for row in rows)
+        assert text.strip() == comments["text"]
+
+
+def test_json_output_has_the_conllu_parses(model_dir, text_file, tmp_path):
+    output = parse(model_dir, text_file, tmp_path / "out.jsonl", "--output-format", "json")
+    records = [json.loads(line) for line in output.splitlines()]
+    assert [record["id"] for record in records] == ["1", "3", "4", "5"]
+    assert [record["text"] for record in records] == [text for text in TEXTS if text]
+    conllu = conllu_sentences(parse(model_dir, text_file, tmp_path / "out.conllu"))
+    heads = []
+    for record in records:
+        starts = [t["i"] for t in record["tokens"] if t["is_sent_start"]]
+        for start, end in zip(starts, starts[1:] + [len(record["tokens"])]):
+            heads.append([0 if t["head"] == t["i"] else t["head"] - start + 1 for t in record["tokens"][start:end]])
+    assert heads == [[int(row[6]) for row in rows] for _, rows in conllu]
+    assert set(records[0]["tokens"][0]) == {"i", "text", "head", "dep", "is_sent_start"}
+
+
+def test_two_processes_give_the_same_output(model_dir, dev_file, tmp_path):
+    options = ["--input-format", "conllu", "--batch-size", "4"]
+    one = parse(model_dir, dev_file, tmp_path / "one.conllu", *options)
+    two = parse(model_dir, dev_file, tmp_path / "two.conllu", *options, "--n-process", "2")
+    assert two == one
+
+
+def test_clear_errors(model_dir, dev_file, tmp_path):
+    lines = open(dev_file, encoding="utf8").read().split("\n")
+    lines[9] = "\t".join(lines[9].split("\t")[:3])  # line 10: the third word of the second sentence
+    broken = tmp_path / "broken.conllu"
+    broken.write_text("\n".join(lines), encoding="utf8")
+    with pytest.raises(SystemExit, match="CoNLL-U line 10: expected 10 tab-separated columns, found 3"):
+        parse(model_dir, broken, tmp_path / "out.conllu", "--input-format", "conllu")
+    with pytest.raises(SystemExit, match="cannot read the input .*missing.txt: No such file"):
+        parse(model_dir, tmp_path / "missing.txt", tmp_path / "out.conllu")
+    with pytest.raises(SystemExit, match="cannot load the pipeline 'no_such_model'"):
+        parse("no_such_model", dev_file, tmp_path / "out.conllu")
+    with pytest.raises(SystemExit, match="docbin output is one DocBin per Dask shard"):
+        parse(model_dir, dev_file, tmp_path / "out.spacy", "--output-format", "docbin")
+    with pytest.raises(SystemExit, match="give a file, not stdin"):
+        parse(model_dir, "-", tmp_path / "shards", "--dask-workers", "2")
+
+
+def test_dask_shards_concatenate_to_the_single_process_output(model_dir, dev_file, tmp_path):
+    """A LocalCluster of 2 processes started by the command: CoNLL-U shards."""
+    single = parse(model_dir, dev_file, tmp_path / "single.conllu", "--input-format", "conllu", "--batch-size", "7")
+    options = ["--input-format", "conllu", "--batch-size", "7", "--shard-size", "7", "--dask-workers", "2"]
+    main(["parse", model_dir, dev_file, "--output", str(tmp_path / "shards"), "--no-progress", *options])
+    shards = sorted((tmp_path / "shards").iterdir())
+    assert [path.name for path in shards] == [f"shard-0000{i}.conllu" for i in range(5)]
+    assert "".join(path.read_text(encoding="utf8") for path in shards) == single
+
+
+def test_dask_docbin_shards_on_an_existing_cluster(model_dir, text_file, tmp_path):
+    from dask.distributed import LocalCluster
+
+    from spacy_pairatt.distributed import parse_shards
+
+    single = parse(model_dir, text_file, tmp_path / "single.conllu", "--batch-size", "2")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        shards = parse_shards(
+            model_dir,
+            text_file,
+            str(tmp_path / "shards"),
+            output_format="docbin",
+            shard_size=2,
+            batch_size=2,
+            scheduler_address=cluster.scheduler_address,
+        )
+    assert [path.name for path in shards] == ["shard-00000.spacy", "shard-00001.spacy"]
+    nlp = spacy.blank("en")
+    docs = [doc for path in shards for doc in DocBin().from_disk(path).get_docs(nlp.vocab)]
+    assert "".join(conllu_blocks(doc) for doc in docs) == single
