@@ -68,6 +68,13 @@ def ud_train_docs():
 
 def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
     """blank English + transformer (attention on) + pairatt_parser."""
+    nlp = make_transformer_pipeline(encoder, span_window)
+    nlp.add_pipe("pairatt_parser", config=parser_config or {})
+    return nlp
+
+
+def make_transformer_pipeline(encoder: str, span_window: int = 64):
+    """blank English + transformer with attention output, windows of span_window tokens."""
     nlp = spacy.blank("en")
     nlp.add_pipe(
         "transformer",
@@ -85,7 +92,6 @@ def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
             }
         },
     )
-    nlp.add_pipe("pairatt_parser", config=parser_config or {})
     return nlp
 
 

@@ -180,9 +180,14 @@ class PairAttRelationExtractor(PairScoringPipe):
         ]
 
     def get_loss(self, examples: Iterable[Example], chunks: List[RelationScores]):
-        """Loss averaged over the pairs in the loss (positives and sampled negatives), per-chunk gradients."""
+        """Loss averaged over the pairs in the loss (positives and sampled negatives), per-chunk gradients.
+
+        Every example's gold relations are matched to its candidate entities first, so a relation
+        with no candidate pair fails even for a Doc that has no pairs to score.
+        """
         examples = list(examples)
-        targets = [self._chunk_targets(examples, chunk) for chunk in chunks]
+        golds = [self._gold_relations(example, index) for index, example in enumerate(examples)]
+        targets = [self._chunk_targets(golds, chunk) for chunk in chunks]
         n_pairs = sum(int(weights.sum()) for _, weights in targets)
         losses = [
             relation_loss(chunk.scores, weights, gold, self.cfg["multi_label"], n_pairs)
@@ -190,13 +195,12 @@ class PairAttRelationExtractor(PairScoringPipe):
         ]
         return sum(loss for loss, _ in losses), [d_scores for _, d_scores in losses]
 
-    def _chunk_targets(self, examples: List[Example], chunk: RelationScores):
+    def _chunk_targets(self, golds: List[List[Tuple[int, int, int]]], chunk: RelationScores):
         """(gold, weights) of one chunk; negatives subsampled to negative_ratio x positives per Doc."""
         batch, n_units = chunk.mask.shape
-        n_labels = len(self.labels)
-        gold_types = np.zeros((batch, n_units, n_units, n_labels), dtype="float32")
+        gold_types = np.zeros((batch, n_units, n_units, len(self.labels)), dtype="float32")
         for row, doc_index in enumerate(chunk.doc_indices):
-            for head, tail, label in self._gold_relations(examples[doc_index], doc_index):
+            for head, tail, label in golds[doc_index]:
                 gold_types[row, head + 1, tail + 1, label] = 1.0
         pairs = entity_pair_mask(chunk.mask)
         positive = gold_types.any(axis=-1)
@@ -238,6 +242,11 @@ class PairAttRelationExtractor(PairScoringPipe):
                         'corpus with "spacy-pairatt.GoldSpansCorpus.v1", which copies them from the reference.'
                     )
                 ends.append(predicted_entities[key])
+            if ends[0] == ends[1]:
+                raise ValueError(
+                    f"pairatt_rel: the relation {relation.label!r} of example {doc_index} ({reference.text[:80]!r}) "
+                    f"holds between an entity and itself; relations need two different entities"
+                )
             gold.append((ends[0], ends[1], label_index[relation.label]))
         return gold
 

@@ -1,0 +1,164 @@
+"""`pairatt_rel` and `doc._.relations` on a tiny random BERT and real SemEval-2010 Task 8 sentences."""
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+import spacy
+from conftest import DATA, make_transformer_pipeline
+from spacy.tokens import Doc, DocBin, Span
+from spacy.training import Example
+from thinc.api import Adam, fix_random_seed
+
+from spacy_pairatt.corpora.readers import with_candidate_spans
+from spacy_pairatt.corpora.semeval import TRAIN_FILE, read_semeval
+from spacy_pairatt.relations import Relation, entity_mentions, register_relations_extension
+
+SEMEVAL_DIR = DATA / "semeval2010_task8"
+
+
+@pytest.fixture(scope="module")
+def semeval_docs():
+    path = SEMEVAL_DIR / TRAIN_FILE
+    if not path.exists():
+        pytest.skip(f"SemEval-2010 Task 8 not found at {path}")
+    docs = []
+    for doc in read_semeval(path):
+        docs.append(doc)
+        if len(docs) == 24:
+            return docs
+
+
+def relation_pipeline(encoder, config=None):
+    nlp = make_transformer_pipeline(encoder)
+    nlp.add_pipe("pairatt_rel", config=config or {})
+    return nlp
+
+
+def given_entities(nlp, docs, spans_key="ents"):
+    return [Example(with_candidate_spans(doc, spans_key), doc) for doc in docs]
+
+
+def train(nlp, examples, n_iter, learn_rate=1e-3):
+    optimizer = Adam(learn_rate)
+    losses_per_epoch = []
+    for _ in range(n_iter):
+        random.shuffle(examples)
+        losses = {}
+        for batch in spacy.util.minibatch(examples, 8):
+            nlp.update(batch, sgd=optimizer, losses=losses)
+        losses_per_epoch.append(losses["pairatt_rel"])
+    return losses_per_epoch
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_bert_dir, semeval_docs):
+    fix_random_seed(0)
+    random.seed(0)
+    nlp = relation_pipeline(tiny_bert_dir)
+    examples = given_entities(nlp, semeval_docs)
+    nlp.initialize(lambda: examples)
+    losses = train(nlp, examples, n_iter=40)
+    return nlp, examples, losses
+
+
+def test_overfits_semeval_sentences_with_direction(trained):
+    nlp, examples, losses = trained
+    assert losses[-1] < 0.1 * losses[0]
+    scores = nlp.evaluate(examples)
+    assert scores["rel_micro_f"] >= 0.9
+    predicted = [eg.predicted for eg in examples]
+    for doc, eg in zip(nlp.pipe(predicted), examples):
+        gold = {(r.head, r.tail, r.label) for r in eg.reference._.relations}
+        assert {(r.head, r.tail, r.label) for r in doc._.relations} <= gold | set()
+        assert all(0.0 <= r.score <= 1.0 for r in doc._.relations)
+
+
+def test_labels_come_from_the_data(trained, semeval_docs):
+    nlp, _, _ = trained
+    labels = {r.label for doc in semeval_docs for r in doc._.relations}
+    assert set(nlp.get_pipe("pairatt_rel").labels) == labels
+    assert not any("(" in label for label in labels), "directions are in head/tail order, not in labels"
+
+
+def test_relations_survive_docbin_disk_and_pickle(trained, tmp_path):
+    nlp, examples, _ = trained
+    doc = nlp(examples[0].predicted.copy())
+    doc._.relations = doc._.relations + [Relation((0, 1), (2, 3), "Made-Up", 0.25)]
+    expected = doc._.relations
+    assert len(expected) >= 1
+    doc_bin = DocBin(store_user_data=True, docs=[doc])
+    (from_bin,) = DocBin(store_user_data=True).from_bytes(doc_bin.to_bytes()).get_docs(nlp.vocab)
+    doc.to_disk(tmp_path / "doc")
+    from_disk = Doc(nlp.vocab).from_disk(tmp_path / "doc")
+    from_pickle = pickle.loads(pickle.dumps(doc))
+    for copy in (from_bin, from_disk, from_pickle):
+        assert copy._.relations == expected
+        assert [r.head_span(copy).text for r in copy._.relations] == [r.head_span(doc).text for r in expected]
+
+
+def test_component_round_trips_through_disk(trained, tmp_path):
+    nlp, examples, _ = trained
+    component = nlp.get_pipe("pairatt_rel")
+    component.threshold = 0.3
+    nlp.to_disk(tmp_path / "nlp")
+    loaded = spacy.load(tmp_path / "nlp")
+    assert loaded.get_pipe("pairatt_rel").threshold == pytest.approx(0.3)
+    docs = [eg.predicted for eg in examples[:6]]
+    before = [d._.relations for d in nlp.pipe([d.copy() for d in docs])]
+    after = [d._.relations for d in loaded.pipe([d.copy() for d in docs])]
+    assert [[(r.head, r.tail, r.label) for r in rels] for rels in before] == [
+        [(r.head, r.tail, r.label) for r in rels] for rels in after
+    ]
+    for rels_before, rels_after in zip(before, after):
+        np.testing.assert_allclose([r.score for r in rels_before], [r.score for r in rels_after], rtol=1e-4)
+
+
+def test_relations_outside_the_doc_are_refused():
+    register_relations_extension()
+    doc = spacy.blank("en")("Paris is in France .")
+    with pytest.raises(ValueError, match="does not fit the Doc of 5 tokens"):
+        doc._.relations = [((3, 4), (4, 9), "located_in")]
+    with pytest.raises(ValueError, match="cannot read"):
+        doc._.relations = [("Paris", "France")]
+    assert doc._.relations == []
+
+
+def test_gold_relation_without_candidate_spans_is_a_clear_error(trained, semeval_docs):
+    nlp, _, _ = trained
+    related = next(doc for doc in semeval_docs if doc._.relations)
+    raw = Example(nlp.make_doc(related.text), related)  # what spacy.Corpus.v1 gives: no ents
+    with pytest.raises(ValueError, match="GoldSpansCorpus"):
+        nlp.update([raw])
+
+
+def test_docs_with_fewer_than_two_entities_get_no_relations(trained):
+    nlp, _, _ = trained
+    docs = [nlp.make_doc("No entities here ."), nlp.make_doc("Only one entity .")]
+    docs[1].ents = [Span(docs[1], 1, 2, "ENTITY")]
+    docs[1]._.relations = [((0, 1), (2, 3), "stale")]
+    for doc in nlp.pipe(docs + [nlp.make_doc("")]):
+        assert doc._.relations == []
+
+
+def test_multi_label_entities_with_several_mentions(tiny_bert_dir):
+    """Document-level data: mentions grouped by span id, several relations per pair, a threshold."""
+    fix_random_seed(0)
+    nlp = relation_pipeline(tiny_bert_dir, {"spans_key": "entities", "multi_label": True, "negative_ratio": 1.0})
+    reference = nlp.make_doc("Marie Curie was born in Warsaw . Curie later lived in Paris , far from Warsaw .")
+    mentions = [(0, 2, "E0"), (7, 8, "E0"), (5, 6, "E1"), (15, 16, "E1"), (11, 12, "E2")]
+    reference.spans["entities"] = [Span(reference, s, e, "ENT", span_id=i) for s, e, i in mentions]
+    assert [[m.text for m in e] for e in entity_mentions(reference.spans["entities"])] == [
+        ["Marie Curie", "Curie"],
+        ["Warsaw", "Warsaw"],
+        ["Paris"],
+    ]
+    gold = [((0, 2), (5, 6), "born_in"), ((0, 2), (5, 6), "lived_in"), ((0, 2), (11, 12), "lived_in")]
+    reference._.relations = gold
+    examples = given_entities(nlp, [reference], "entities")
+    nlp.initialize(lambda: examples)
+    losses = train(nlp, examples, n_iter=60, learn_rate=3e-3)
+    assert losses[-1] < 0.1 * losses[0]
+    (doc,) = nlp.pipe([examples[0].predicted])
+    assert {(r.head, r.tail, r.label) for r in doc._.relations} == {(h, t, label) for h, t, label in gold}
