@@ -23,6 +23,7 @@ from ..features import ATTENTION_CONFIG_HINT, MissingAttentionError
 from ..layers.parser_model import ParseScores
 from ..memory import limit_heap_fragmentation
 from ..objectives import arc_log_scores, best_labels, parser_loss
+from ..validation import validate_gold_parse
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -147,6 +148,8 @@ class PairAttParser(TrainablePipe):
     def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
         """Loss averaged over all gold words of the batch, and its gradient for each chunk."""
         examples = list(examples)
+        for index, example in enumerate(examples):
+            validate_gold_parse(example, index, self.labels, source="batch")
         aligned: Dict[int, Tuple] = {}
         golds = [self._gold_arrays(examples, parse, aligned) for parse in parses]
         n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1)
@@ -215,6 +218,8 @@ class PairAttParser(TrainablePipe):
                 "pairatt_parser: no dependency labels found in the training examples; "
                 "it needs data with heads and labels (e.g. a .spacy corpus converted from CoNLL-U)"
             )
+        for index, example in enumerate(get_examples()):
+            validate_gold_parse(example, index, self.labels)
         hidden_width, n_layers, n_heads = upstream_transformer_dims(self, nlp)
         self.cfg["dims"] = {"nI": hidden_width, "nA": n_layers * n_heads, "nO": 1 + len(self.cfg["labels"])}
         self.model.get_ref("tok2vec").set_dim("nO", hidden_width)
