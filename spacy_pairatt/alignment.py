@@ -120,14 +120,18 @@ def pool_attention(attentions: List[np.ndarray], alignment: UnitAlignment):
     attention[l*H + h, i, j] is how much unit i attends to unit j in layer l, head h, averaged
     over the windows both units share; shared is (n_units, n_units) int, that window count.
     """
-    membership = alignment.membership.transpose(1, 0, 2).astype("float32")  # (k, n, P)
+    # Only the positions some unit occupies matter: windows are padded to the batch's longest.
+    used = np.flatnonzero(alignment.membership.any(axis=(0, 1)))
+    membership = alignment.membership[:, :, used].transpose(1, 0, 2).astype("float32")  # (k, n, p)
     per_window_counts = membership.sum(axis=2, keepdims=True)
     rows = membership / np.maximum(per_window_counts, 1)  # mean over the unit's wordpieces
     present = (per_window_counts[..., 0] > 0).astype("float32")  # (k, n)
     shared = np.einsum("ki,kj->ij", present, present)
-    # (k, L*H, P, P): one window's maps, all layers and heads stacked layer-major.
-    maps = np.concatenate([layer[alignment.windows] for layer in attentions], axis=1)
-    from_rows = np.matmul(rows[:, None], maps)  # (k, LH, n, P)
+    # (k, L*H, p, p): the used part of each window's maps, all layers and heads stacked layer-major.
+    maps = np.concatenate(
+        [layer[np.ix_(alignment.windows, np.arange(layer.shape[1]), used, used)] for layer in attentions], axis=1
+    )
+    from_rows = np.matmul(rows[:, None], maps)  # (k, LH, n, p)
     per_window = np.matmul(from_rows, membership.transpose(0, 2, 1)[:, None])  # (k, LH, n, n)
     attention = per_window.sum(axis=0) / np.maximum(shared, 1)
     return attention.astype("float32", copy=False), shared.astype("int32")

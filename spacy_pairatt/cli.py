@@ -21,14 +21,46 @@ def fetch_relation_data(args) -> None:
 def convert_relation_data(args) -> None:
     from .corpora import docred, semeval
 
-    convert = {"semeval-convert": semeval.convert_semeval, "docred-convert": docred.convert_docred}[args.command]
-    convert(Path(args.src_dir), Path(args.out_dir))
+    if args.command == "semeval-convert":
+        semeval.convert_semeval(Path(args.src_dir), Path(args.out_dir), args.markers)
+    else:
+        docred.convert_docred(Path(args.src_dir), Path(args.out_dir))
 
 
 def evaluate(args) -> None:
     from .evaluation import evaluate_pipeline, write_json
 
     write_json(evaluate_pipeline(args.model, args.data, args.sentences), args.output)
+
+
+def evaluate_relations(args) -> None:
+    from .evaluation import write_json
+    from .relation_evaluation import evaluate_docred, evaluate_semeval
+
+    if args.command == "semeval-evaluate":
+        result = evaluate_semeval(args.model, args.data)
+    else:
+        result = evaluate_docred(args.model, args.tune, args.test, args.train)
+    write_json(result, args.output)
+
+
+def relations_table(args) -> None:
+    """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
+    import json
+
+    from .evaluation import write_json
+    from .relation_evaluation import relations_table as tabulate
+
+    rows = []
+    for spec in args.results:
+        name, path = spec.split(":", 1)
+        rows.append((name, json.loads(Path(path).read_text(encoding="utf8"))))
+    text = tabulate(rows)
+    if args.output:
+        Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+    if args.json:
+        write_json({name: result for name, result in rows}, args.json)
+    print(text)
 
 
 def table(args) -> None:
@@ -113,6 +145,30 @@ def build_parser() -> argparse.ArgumentParser:
         convert.add_argument("src_dir", metavar="SRC_DIR", help=f"folder holding {local}")
         convert.add_argument("out_dir", metavar="OUT_DIR")
         convert.set_defaults(func=convert_relation_data)
+        if corpus == "semeval":
+            convert.add_argument("--markers", action="store_true", help='"$ e1 $" and "# e2 #" in the text')
+    semeval_evaluation = commands.add_parser(
+        "semeval-evaluate", help="official SemEval-2010 Task 8 scores of a relation pipeline on a converted split"
+    )
+    semeval_evaluation.add_argument("model")
+    semeval_evaluation.add_argument("data", help=".spacy file from semeval-convert")
+    semeval_evaluation.add_argument("--output", help="JSON file for the results")
+    semeval_evaluation.set_defaults(func=evaluate_relations)
+    docred_evaluation = commands.add_parser(
+        "docred-evaluate", help="Re-DocRED F1, Ign F1 and AUC of a relation pipeline, θ tuned on held-out documents"
+    )
+    docred_evaluation.add_argument("model")
+    docred_evaluation.add_argument("--tune", required=True, help=".spacy documents θ is tuned on")
+    docred_evaluation.add_argument("--test", required=True, help=".spacy documents the scores are read on")
+    docred_evaluation.add_argument("--train", required=True, help=".spacy training documents (for Ign F1)")
+    docred_evaluation.add_argument("--output", help="JSON file for the results")
+    docred_evaluation.set_defaults(func=evaluate_relations)
+    relation_table = commands.add_parser("relations-table", help="markdown tables from relation evaluation JSON files")
+    relation_table.add_argument("results", nargs="+", help="NAME:PATH of a semeval-evaluate or docred-evaluate file")
+    relation_table.add_argument("--output", help="markdown file to write")
+    relation_table.add_argument("--json", help="JSON file gathering every result by name")
+    relation_table.add_argument("--title", default="", help="a line written above the tables")
+    relation_table.set_defaults(func=relations_table)
     evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
     evaluation.add_argument("model")
     evaluation.add_argument("data")

@@ -56,14 +56,13 @@ def _best_heads(arc_scores: np.ndarray) -> np.ndarray:
 def _reach_root(parents: np.ndarray) -> np.ndarray:
     """Follow parent pointers at least ``len - 1`` steps by pointer jumping.
 
-    ``parents[..., 0]`` must be 0.  Works on a single parent vector or a batch
-    of them (last axis) in log2(len) rounds; the result is where each node ends
-    up, which is 0 iff the node reaches the root and otherwise a node lying on
-    a cycle.
+    ``parents[0]`` must be 0.  log2(len) rounds of ``jumped[jumped]``; the
+    result is where each node ends up, which is 0 iff the node reaches the root
+    and otherwise a node lying on a cycle.
     """
     jumped = parents
-    for _ in range(parents.shape[-1].bit_length()):
-        jumped = np.take_along_axis(jumped, jumped, axis=-1)
+    for _ in range(parents.shape[0].bit_length()):
+        jumped = jumped[jumped]
     return jumped
 
 

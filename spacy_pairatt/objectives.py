@@ -84,15 +84,14 @@ def parser_loss(
 
 
 def best_labels(
-    scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray
+    label_scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray
 ) -> np.ndarray:
     """Label index for each word of one sentence given its head, among the labels allowed there.
 
-    scores (N, N, 1 + K) of one sentence, heads (N,) with heads[0] ignored; labels seen only on
-    root arcs in training stay on root arcs and the others stay off them.
+    label_scores (n, K): the scores of words 1..n on their arcs heads[1:]; heads (n + 1,) with
+    heads[0] ignored. Labels seen only on root arcs in training stay on root arcs and the others
+    stay off them.
     """
-    words = np.arange(1, len(heads))
-    label_scores = scores[words, heads[1:], 1:]
     allowed = np.where((heads[1:] == 0)[:, None], root_allowed[None], other_allowed[None])
     return np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
 

@@ -10,6 +10,7 @@ import spacy
 from conftest import examples_from_docs, make_pipeline
 from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
+from torch import nn
 
 from spacy_pairatt.features import MissingAttentionError
 from spacy_pairatt.objectives import arc_log_scores
@@ -251,11 +252,34 @@ def test_small_chunks_give_the_same_parses_and_loss(trained):
     default = [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)]
     parser = nlp.get_pipe("pairatt_parser")
     docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples[:12]]))
-    loss_default = parser.get_loss(examples[:12], model.predict(docs))[0]
+    dropouts = [m for m in model.get_ref("scorer").layers[0].shims[0]._model.modules() if isinstance(m, nn.Dropout)]
+    rates = [m.p for m in dropouts]
+    for module in dropouts:
+        module.p = 0.0  # training-time scores, without the randomness of dropout
+
+    listener = model.get_ref("tok2vec")
+
+    def training_loss():
+        # What the transformer's update hands its listeners, from the Docs' inference outputs.
+        listener.receive(listener.get_batch_id(docs), [doc._.trf_data for doc in docs], None)
+        return parser.get_loss(examples[:12], model.begin_update(docs)[0])[0]
+
+    loss_default = training_loss()
     model.attrs["max_pairs_per_chunk"] = 1
     try:
         assert len(model.predict(docs)) == 12
         assert [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)] == default
-        assert parser.get_loss(examples[:12], model.predict(docs))[0] == pytest.approx(loss_default, rel=1e-5)
+        assert training_loss() == pytest.approx(loss_default, rel=1e-5)
     finally:
         model.attrs["max_pairs_per_chunk"] = 200_000
+        for module, rate in zip(dropouts, rates):
+            module.p = rate
+
+
+def test_loss_of_inference_scores_is_refused(trained):
+    """At inference labels are scored on decoded arcs only: get_loss says so instead of failing in numpy."""
+    nlp, examples, _ = trained
+    docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples[:2]]))
+    parser = nlp.get_pipe("pairatt_parser")
+    with pytest.raises(ValueError, match="begin_update"):
+        parser.get_loss(examples[:2], parser.model.predict(docs))

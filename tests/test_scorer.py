@@ -111,7 +111,9 @@ def test_arc_scores_mask_impossible_arcs_and_labels_respect_root():
     arcs = arc_log_scores(scores, mask, "biaffine")
     assert np.allclose(np.exp(arcs[0, 1, [0, 2]]), 0.5)
     scores[0, 1, 0, 1:] = [5.0, 1.0]  # label 0 is best on the root arc but not allowed there
-    labels = best_labels(scores[0], np.array([-1, 0, 1, 1]), np.array([False, True]), np.array([True, False]))
+    heads = np.array([-1, 0, 1, 1])
+    label_scores = scores[0, [1, 2, 3], heads[1:], 1:]
+    labels = best_labels(label_scores, heads, np.array([False, True]), np.array([True, False]))
     assert labels.tolist() == [1, 0, 0]
 
 
@@ -147,3 +149,23 @@ def test_length_chunks_bound_padded_pairs():
         assert len(chunk) == 1 or len(chunk) * longest**2 <= 200
     assert chunks[0] == [3, 0, 2, 5]  # short sentences together, in length order
     assert length_chunks([], 10) == []
+
+
+def test_inference_arcs_and_labels_on_chosen_arcs_equal_the_full_scores():
+    """arc_scores + label_scores_at (inference) give exactly what forward gives for those pairs."""
+    torch.manual_seed(0)
+    module = BiaffinePairScorer(16, 6, 5, True, True, 0.1, 8, 4).eval()
+    for parameter in module.parameters():
+        torch.nn.init.normal_(parameter)
+    batch, n_units = 3, 7
+    hidden, attention = torch.randn(batch, n_units, 16), torch.rand(batch, 6, n_units, n_units)
+    missing = (torch.rand(batch, n_units) > 0.7).float()
+    unshared = (torch.rand(batch, n_units, n_units) > 0.7).float()
+    heads = torch.randint(0, n_units, (batch, n_units))
+    with torch.no_grad():
+        full = module(hidden, attention, missing, unshared)
+        arcs, state = module.arc_scores(hidden, attention, missing, unshared)
+        labels = module.label_scores_at(state, heads)
+    torch.testing.assert_close(arcs, full[..., 0], atol=1e-4, rtol=1e-4)
+    chosen = full[torch.arange(batch)[:, None], torch.arange(n_units)[None], heads, 1:]
+    torch.testing.assert_close(labels, chosen, atol=1e-3, rtol=1e-4)

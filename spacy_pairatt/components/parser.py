@@ -5,25 +5,22 @@ scores every (dependent, head) pair of each sentence and decodes one tree per se
 Sentences are the Doc's sentence boundaries when it has them, else the whole Doc.
 """
 
-from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
-import srsly
 from spacy.attrs import DEP, HEAD
 from spacy.language import Language
-from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model
 
 from ..decoding import DECODERS, decode_heads
-from ..features import ATTENTION_CONFIG_HINT, MissingAttentionError
 from ..layers.parser_model import ParseScores
 from ..memory import limit_heap_fragmentation
 from ..objectives import arc_log_scores, best_labels, parser_loss
 from ..validation import validate_gold_parse
+from .base import PairScoringPipe
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -73,7 +70,7 @@ def make_pairatt_parser(nlp: Language, name: str, model: Model, decoder: str, sc
     return PairAttParser(nlp.vocab, model, name, decoder=decoder, scorer=scorer)
 
 
-class PairAttParser(TrainablePipe):
+class PairAttParser(PairScoringPipe):
     """Dependency parser scoring word pairs from hidden states and pair-wise attention."""
 
     def __init__(self, vocab: Vocab, model: Model, name: str = "pairatt_parser", *, decoder: str = "mst", scorer=None):
@@ -121,13 +118,19 @@ class PairAttParser(TrainablePipe):
         return sentences, heads, labels
 
     def _decode(self, parse: ParseScores):
-        """(heads, label ids) for each sentence of one chunk."""
+        """(heads, label ids) for each sentence of one chunk; labels are scored on the decoded arcs only."""
         arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
+        sentence_heads = [
+            decode_heads(arcs[b, : n_words + 1, : n_words + 1], self.decoder)
+            for b, (_, _, n_words) in enumerate(parse.sentences)
+        ]
+        padded_heads = np.zeros(parse.mask.shape, dtype="int64")
+        for b, heads in enumerate(sentence_heads):
+            padded_heads[b, : len(heads)] = np.maximum(heads, 0)
+        label_scores = parse.label_scores(padded_heads)
         root_allowed = np.isin(self.labels, self.cfg["root_labels"])
-        for b, (_, _, n_words) in enumerate(parse.sentences):
-            n = n_words + 1
-            heads = decode_heads(arcs[b, :n, :n], self.decoder)
-            yield heads, best_labels(parse.scores[b, :n, :n], heads, root_allowed, ~root_allowed)
+        for b, heads in enumerate(sentence_heads):
+            yield heads, best_labels(label_scores[b, 1 : len(heads)], heads, root_allowed, ~root_allowed)
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         """Write Token.head and Token.dep (the root's head is itself, spaCy's convention)."""
@@ -148,6 +151,11 @@ class PairAttParser(TrainablePipe):
     def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
         """Loss averaged over all gold words of the batch, and its gradient for each chunk."""
         examples = list(examples)
+        if any(parse.labels_at is not None for parse in parses):
+            raise ValueError(
+                "get_loss needs the training-time scores of every label (model.begin_update(docs)); "
+                "model.predict scores labels only on the decoded arcs"
+            )
         for index, example in enumerate(examples):
             validate_gold_parse(example, index, self.labels, source="batch")
         aligned: Dict[int, Tuple] = {}
@@ -220,61 +228,4 @@ class PairAttParser(TrainablePipe):
             )
         for index, example in enumerate(get_examples()):
             validate_gold_parse(example, index, self.labels)
-        hidden_width, n_layers, n_heads = upstream_transformer_dims(self, nlp)
-        self.cfg["dims"] = {"nI": hidden_width, "nA": n_layers * n_heads, "nO": 1 + len(self.cfg["labels"])}
-        self.model.get_ref("tok2vec").set_dim("nO", hidden_width)
-        self._build_scorer()
-
-    def _build_scorer(self) -> None:
-        """Give the scorer its dimensions from cfg and create its weights, if cfg has them."""
-        if not self.cfg.get("dims"):
-            return
-        scorer = self.model.get_ref("scorer")
-        if scorer.layers:
-            return
-        for name, value in self.cfg["dims"].items():
-            scorer.set_dim(name, value)
-        scorer.initialize()
-
-    def from_bytes(self, bytes_data, *, exclude=tuple()):
-        msg = srsly.msgpack_loads(bytes_data)
-        if "cfg" in msg and "cfg" not in exclude:
-            self.cfg.update(srsly.json_loads(msg["cfg"]))
-            self._build_scorer()
-        return super().from_bytes(bytes_data, exclude=exclude)
-
-    def from_disk(self, path, *, exclude=tuple()):
-        cfg_path = Path(path) / "cfg"
-        if cfg_path.exists() and "cfg" not in exclude:
-            self.cfg.update(srsly.read_json(cfg_path))
-            self._build_scorer()
-        return super().from_disk(path, exclude=exclude)
-
-
-def upstream_transformer_dims(component: PairAttParser, nlp: Optional[Language]) -> Tuple[int, int, int]:
-    """(hidden width, layers, heads) of the transformer feeding this component's listener.
-
-    Fails with the config keys to set when there is none or when it does not output attention.
-    """
-    listener = component.model.get_ref("tok2vec")
-    upstream = None
-    if nlp is not None:
-        for name, proc in nlp.pipeline:
-            if listener in getattr(proc, "listeners", ()):
-                upstream = proc
-                break
-    if upstream is None:
-        raise ValueError(
-            f"pairatt_parser '{component.name}': no spacy-transformers 'transformer' component feeds "
-            f"its listener (upstream = {listener.upstream_name!r}). Add one before it, e.g. "
-            f'nlp.add_pipe("transformer", config=...), with attention output on.\n' + ATTENTION_CONFIG_HINT
-        )
-    config = upstream.model.transformer.config
-    uses_attention = component.model.get_ref("scorer").attrs["use_attention"]
-    if uses_attention and not (config.output_attentions and config._attn_implementation == "eager"):
-        raise MissingAttentionError(
-            f"pairatt_parser '{component.name}': the transformer '{upstream.name}' does not output "
-            f"attention weights (output_attentions={config.output_attentions}, "
-            f"attn_implementation={config._attn_implementation!r}).\n" + ATTENTION_CONFIG_HINT
-        )
-    return config.hidden_size, config.num_hidden_layers, config.num_attention_heads
+        self._set_dims(nlp, 1 + len(self.cfg["labels"]))

@@ -44,6 +44,9 @@ N_DEV = 800  # the last 800 training examples, in file order, are the dev split
 TAGS = ["<e1>", "</e1>", "<e2>", "</e2>"]
 TAG = re.compile(r"</?e[12]>")
 DIRECTED = re.compile(r"^(?P<relation>[A-Za-z-]+)\((?P<direction>e1,e2|e2,e1)\)$")
+# Entity markers (Baldini Soares et al. 2019; the issue's reference model): "$ e1 $" and "# e2 #" in
+# the text, as tokens of their own outside the e1/e2 spans.
+MARKERS = {"<e1>": "$ <e1>", "</e1>": "</e1> $", "<e2>": "# <e2>", "</e2>": "</e2> #"}
 
 
 def fetch_semeval(dest: Path, local_dir: Optional[Path] = None) -> None:
@@ -95,8 +98,13 @@ def label_to_relations(sentence_id: str, label: str, e1: Tuple[int, int], e2: Tu
     return [Relation(head, tail, match["relation"])]
 
 
-def make_example_doc(nlp: Language, sentence_id: str, tagged: str, label: str) -> Doc:
-    """One example as a Doc; e1/e2 grow to whole tokens where a tag sits inside a word ("doves<e2>moles")."""
+def make_example_doc(nlp: Language, sentence_id: str, tagged: str, label: str, markers: bool = False) -> Doc:
+    """One example as a Doc; e1/e2 grow to whole tokens where a tag sits inside a word ("doves<e2>moles").
+
+    markers: put "$" around e1 and "#" around e2 in the text.
+    """
+    if markers:
+        tagged = TAG.sub(lambda match: MARKERS[match.group()], tagged)
     text, e1_chars, e2_chars = untag(sentence_id, tagged)
     doc = nlp.make_doc(text)
     spans = [doc.char_span(*chars, label=ENTITY_LABEL, alignment_mode="expand") for chars in (e1_chars, e2_chars)]
@@ -111,28 +119,29 @@ def make_example_doc(nlp: Language, sentence_id: str, tagged: str, label: str) -
     return doc
 
 
-def read_semeval(path: Path, nlp: Optional[Language] = None) -> Iterator[Doc]:
+def read_semeval(path: Path, nlp: Optional[Language] = None, markers: bool = False) -> Iterator[Doc]:
     """The Docs of one SemEval file, in file order."""
     register_relations_extension()
     nlp = nlp or spacy.blank("en")
     for sentence_id, tagged, label in read_examples(path):
-        yield make_example_doc(nlp, sentence_id, tagged, label)
+        yield make_example_doc(nlp, sentence_id, tagged, label, markers)
 
 
-def semeval_splits(src_dir: Path) -> Dict[str, List[Doc]]:
+def semeval_splits(src_dir: Path, markers: bool = False) -> Dict[str, List[Doc]]:
     """train: the first 7,200 training examples, dev: the last 800 (file order), test: all 2,717.
 
     The official release has no dev split. Note that examples 7110-8000 come from SemEval-2007
     Task 4 (training README), so dev leans to relations 1-5.
     """
     nlp = spacy.blank("en")
-    train = list(read_semeval(src_dir / TRAIN_FILE, nlp))
-    return {"train": train[:-N_DEV], "dev": train[-N_DEV:], "test": list(read_semeval(src_dir / TEST_FILE, nlp))}
+    train = list(read_semeval(src_dir / TRAIN_FILE, nlp, markers))
+    test = list(read_semeval(src_dir / TEST_FILE, nlp, markers))
+    return {"train": train[:-N_DEV], "dev": train[-N_DEV:], "test": test}
 
 
-def convert_semeval(src_dir: Path, out_dir: Path) -> Dict[str, Path]:
+def convert_semeval(src_dir: Path, out_dir: Path, markers: bool = False) -> Dict[str, Path]:
     """OUT_DIR/train.spacy, dev.spacy, test.spacy from a folder holding SemEval2010_task8_all_data/."""
-    return write_docbins(semeval_splits(src_dir), out_dir)
+    return write_docbins(semeval_splits(src_dir, markers), out_dir)
 
 
 def semeval_label(doc: Doc, threshold: float = 0.5) -> str:

@@ -1,9 +1,10 @@
 """The thinc side of the pair scorer: config, lazy construction, numpy <-> torch conversion."""
 
-from dataclasses import replace
-from typing import Tuple
+from dataclasses import dataclass, replace
+from typing import Callable, Tuple
 
 import numpy as np
+import torch
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, get_torch_default_device, xp2torch
 
 from ..features import PairBatch
@@ -81,8 +82,40 @@ def init(model: Model, X=None, Y=None) -> None:
     model._layers.append(PyTorchWrapper_v2(module, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
 
 
+@dataclass
+class ArcScores:
+    """What the biaffine scorer returns at inference: arc scores now, label scores on demand.
+
+    arcs: (B, N, N, 1), channel 0 of the training-time scores; labels_at(heads) gives the
+    (B, N, K) label scores of the arcs heads[b, i] -> i, so labels are scored only on decoded arcs.
+    """
+
+    arcs: np.ndarray
+    labels_at: Callable[[np.ndarray], np.ndarray]
+
+
 def forward(model: Model, batch: PairBatch, is_train: bool):
-    return model.layers[0](batch, is_train)
+    if is_train or model.attrs["mode"] != "biaffine":
+        return model.layers[0](batch, is_train)
+    return _predict_arcs(model, batch), _no_backprop
+
+
+def _no_backprop(d_scores):
+    raise ValueError("the inference-time biaffine scores have no gradient: call the scorer with is_train=True")
+
+
+def _predict_arcs(model: Model, batch: PairBatch) -> ArcScores:
+    module = model.layers[0].shims[0]._model
+    module.eval()  # the wrapper is bypassed here, so dropout is switched off here too
+    with torch.no_grad():
+        inputs, _ = _batch_to_torch(model, batch, is_train=False)
+        arcs, state = module.arc_scores(*inputs.args)
+
+    def labels_at(heads: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return _to_numpy(module.label_scores_at(state, torch.as_tensor(heads, device=arcs.device)))
+
+    return ArcScores(_to_numpy(arcs)[..., None], labels_at)
 
 
 def _to_numpy(tensor) -> np.ndarray:

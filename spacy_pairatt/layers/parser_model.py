@@ -1,7 +1,7 @@
 """The parser's thinc model: transformer listener -> word-level pair features -> pair scorer."""
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
@@ -10,6 +10,7 @@ from spacy_transformers.layers import TransformerListener
 from thinc.api import Model
 
 from ..features import sentence_features
+from .pair_scorer import ArcScores
 from .unit_scoring import score_chunks, transformer_gradients
 
 
@@ -18,12 +19,22 @@ class ParseScores:
     """Pair scores for one chunk of sentences of similar length (the model returns a list).
 
     sentences: (doc index, first token, number of words) per row of `scores`;
-    scores: (B, N, N, 1 + K) from the pair scorer; mask: (B, N) real units, root included.
+    scores: (B, N, N, 1 + K) from the pair scorer, or (B, N, N, 1) arc scores at inference with a
+    biaffine scorer, whose label scores come from labels_at(heads) for the decoded (B, N) heads;
+    mask: (B, N) real units, root included.
     """
 
     sentences: List[Tuple[int, int, int]]
     scores: np.ndarray
     mask: np.ndarray
+    labels_at: Optional[Callable[[np.ndarray], np.ndarray]] = None
+
+    def label_scores(self, heads: np.ndarray) -> np.ndarray:
+        """(B, N, K) label scores of the arcs heads[b, i] -> i."""
+        if self.labels_at is not None:
+            return self.labels_at(heads)
+        batch, n_units = heads.shape
+        return self.scores[np.arange(batch)[:, None], np.arange(n_units)[None], heads, 1:]
 
 
 def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
@@ -60,9 +71,15 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
     trf_datas, backprop_trf = tok2vec(docs, is_train)
     features, sentences = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
     scored, backprop_units = score_chunks(scorer, features, model.attrs["max_pairs_per_chunk"], is_train)
-    outputs = [ParseScores([sentences[i] for i in chunk], scores, mask) for chunk, scores, mask in scored]
+    outputs = [parse_scores([sentences[i] for i in chunk], scores, mask) for chunk, scores, mask in scored]
 
     def backprop(d_scores: List[np.ndarray]) -> List[Doc]:
         return backprop_trf(transformer_gradients(model, trf_datas, features, backprop_units(d_scores)))
 
     return outputs, backprop
+
+
+def parse_scores(sentences: List[Tuple[int, int, int]], scores, mask: np.ndarray) -> ParseScores:
+    if isinstance(scores, ArcScores):
+        return ParseScores(sentences, scores.arcs, mask, scores.labels_at)
+    return ParseScores(sentences, scores, mask)

@@ -30,11 +30,12 @@ class PairIndicators(nn.Module):
         self.missing_head = nn.Parameter(torch.zeros(n_out))
         self.unshared = nn.Parameter(torch.zeros(n_out))
 
-    def forward(self, missing: torch.Tensor, unshared: torch.Tensor) -> torch.Tensor:
+    def forward(self, missing: torch.Tensor, unshared: torch.Tensor, channels: slice = slice(None)) -> torch.Tensor:
+        """(B, N, N, C) offsets for the output channels selected by `channels` (default: all)."""
         return (
-            missing[:, :, None, None] * self.missing_dependent
-            + missing[:, None, :, None] * self.missing_head
-            + unshared[..., None] * self.unshared
+            missing[:, :, None, None] * self.missing_dependent[channels]
+            + missing[:, None, :, None] * self.missing_head[channels]
+            + unshared[..., None] * self.unshared[channels]
         )
 
 
@@ -51,12 +52,21 @@ class PairAttention(nn.Module):
         self.backward_map = nn.Parameter(torch.zeros(n_out, n_attention))
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, attention: torch.Tensor) -> torch.Tensor:
+    def forward(self, attention: torch.Tensor, channels: slice = slice(None)) -> torch.Tensor:
+        """(B, N, N, C) for the output channels selected by `channels` (default: all)."""
+        forward_map, backward_map = self.forward_map[channels], self.backward_map[channels]
         batch, n_features, n_units, _ = attention.shape
         maps = self.dropout(attention).reshape(batch, n_features, n_units * n_units)
-        both = torch.matmul(torch.cat([self.forward_map, self.backward_map]), maps)
-        both = both.view(batch, 2, self.forward_map.shape[0], n_units, n_units)
+        both = torch.matmul(torch.cat([forward_map, backward_map]), maps)
+        both = both.view(batch, 2, forward_map.shape[0], n_units, n_units)
         return (both[:, 0] + both[:, 1].transpose(2, 3)).permute(0, 2, 3, 1)
+
+    def at_pairs(self, attention: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, channels: slice):
+        """(B, N, C): the same for one pair (i, cols[b, i]) per unit i (rows = arange(N))."""
+        batch_index = torch.arange(attention.shape[0])[:, None]
+        forward_features = attention[batch_index, :, rows, cols]  # (B, N, F): a[b, :, i, cols[b, i]]
+        backward_features = attention[batch_index, :, cols, rows]
+        return forward_features @ self.forward_map[channels].T + backward_features @ self.backward_map[channels].T
 
 
 class PaperPairScorer(nn.Module):
@@ -85,7 +95,12 @@ class PaperPairScorer(nn.Module):
 
 
 class BiaffinePairScorer(nn.Module):
-    """MLP-projected dependent/head vectors, a biaffine arc score and a bilinear label score."""
+    """MLP-projected dependent/head vectors, a biaffine arc score and a bilinear label score.
+
+    `forward` scores every label of every pair (training needs them for the gold arcs of any
+    sentence); at inference `arc_scores` + `label_scores_at` score labels only on the decoded
+    arcs, N instead of N x N pairs per sentence.
+    """
 
     def __init__(
         self,
@@ -124,17 +139,29 @@ class BiaffinePairScorer(nn.Module):
             self.label_dependent = nn.Linear(label_width, n_labels, bias=False)
             self.label_head = nn.Linear(label_width, n_labels, bias=False)
 
-    def forward(self, hidden, attention: Optional[torch.Tensor], missing, unshared):
+    def _projections(self, hidden) -> Optional[dict]:
+        if not self.use_embeddings:
+            return None
+        hidden = self.dropout(hidden)
+        return {name: layer(hidden) for name, layer in self.projections.items()}
+
+    def _arcs(self, p: Optional[dict], hidden) -> torch.Tensor:
+        """(B, N, N) biaffine arc scores, without the indicator and attention terms."""
         batch, n_units = hidden.shape[:2]
         arc = hidden.new_zeros(batch, n_units, n_units)
-        labels = self.label_bias.expand(batch, n_units, n_units, -1)
-        if self.use_embeddings:
-            hidden = self.dropout(hidden)
-            p = {name: layer(hidden) for name, layer in self.projections.items()}
+        if p is not None:
             # Plain matmuls in contiguous layouts: torch's einsum backward is an order of
             # magnitude slower on CPU for these shapes.
             arc = arc + torch.matmul(p["arc_dependent"] @ self.arc_bilinear, p["arc_head"].transpose(1, 2))
             arc = arc + self.arc_head_bias(p["arc_head"])[:, None, :, 0]
+        return arc
+
+    def forward(self, hidden, attention: Optional[torch.Tensor], missing, unshared):
+        batch, n_units = hidden.shape[:2]
+        p = self._projections(hidden)
+        arc = self._arcs(p, hidden)
+        labels = self.label_bias.expand(batch, n_units, n_units, -1)
+        if p is not None:
             label_width = self.label_bilinear.shape[-1]
             bilinear = self.label_bilinear.permute(1, 0, 2).reshape(label_width, -1)  # (D, K*E)
             dependent_u = (p["label_dependent"] @ bilinear).view(batch, n_units * self.n_labels, label_width)
@@ -149,6 +176,39 @@ class BiaffinePairScorer(nn.Module):
         if self.attention is not None:
             scores = scores + self.attention(attention)
         return scores
+
+    def arc_scores(self, hidden, attention: Optional[torch.Tensor], missing, unshared):
+        """(B, N, N) arc scores equal to forward(...)[..., 0], and the state `label_scores_at` reads."""
+        p = self._projections(hidden)
+        arc = self._arcs(p, hidden) + self.indicators(missing, unshared, slice(0, 1))[..., 0]
+        if self.attention is not None:
+            arc = arc + self.attention(attention, slice(0, 1))[..., 0]
+        return arc, (p, attention, missing, unshared)
+
+    def label_scores_at(self, state, heads: torch.Tensor) -> torch.Tensor:
+        """(B, N, K) label scores of the arcs heads[b, i] -> i, equal to forward(...)[b, i, heads[b, i], 1:]."""
+        p, attention, missing, unshared = state
+        batch, n_units = heads.shape
+        rows = torch.arange(n_units)[None].expand(batch, -1)
+        batch_index = torch.arange(batch)[:, None]
+        labels = self.label_bias.expand(batch, n_units, -1)
+        if p is not None:
+            dependent, head = p["label_dependent"], p["label_head"][batch_index, heads]  # (B, N, E)
+            label_width = self.label_bilinear.shape[-1]
+            bilinear = self.label_bilinear.permute(1, 0, 2).reshape(label_width, -1)
+            dependent_u = (dependent @ bilinear).view(batch, n_units, self.n_labels, label_width)
+            labels = labels + torch.matmul(dependent_u, head[..., None])[..., 0]
+            labels = labels + self.label_dependent(dependent) + self.label_head(head)
+        indicators = self.indicators
+        labels = (
+            labels
+            + missing[..., None] * indicators.missing_dependent[1:]
+            + missing[batch_index, heads][..., None] * indicators.missing_head[1:]
+            + unshared[batch_index, rows, heads][..., None] * indicators.unshared[1:]
+        )
+        if self.attention is not None:
+            labels = labels + self.attention.at_pairs(attention, rows, heads, slice(1, None))
+        return labels
 
 
 class RelationPairScorer(nn.Module):

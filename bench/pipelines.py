@@ -1,0 +1,64 @@
+"""Benchmark pipelines on one encoder: built from the project's configs and initialised on EWT.
+
+Speed and memory do not depend on the trained weights (apart from MST decoding, which has more
+cycles to contract on an untrained model's scores: a pessimistic case for its share), so by
+default each pipeline is initialised, not trained; `--model` options take trained ones instead.
+"""
+
+from pathlib import Path
+from typing import List, Optional
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc, DocBin
+from spacy.training import Example
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
+TAGGER_HEAD = {
+    "factory": "tagger",
+    "model": {
+        "@architectures": "spacy.Tagger.v2",
+        "nO": None,
+        "normalize": False,
+        "tok2vec": {
+            "@architectures": "spacy-transformers.TransformerListener.v1",
+            "grad_factor": 1.0,
+            "upstream": "*",
+            "pooling": {"@layers": "reduce_mean.v1"},
+        },
+    },
+}
+
+
+def load_docs(path: Path, nlp: Language, limit: int = 0) -> List[Doc]:
+    docs = list(DocBin().from_disk(path).get_docs(nlp.vocab))
+    return docs[:limit] if limit else docs
+
+
+def unannotated(docs: List[Doc]) -> List[Doc]:
+    """The gold tokens alone, one sentence per Doc, as a pipeline would receive them."""
+    return [Doc(doc.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]) for doc in docs]
+
+
+def build_pipeline(config_name: str, train_path: Path, head: Optional[str] = None, n_init: int = 200) -> Language:
+    """A pipeline from configs/<config_name>.cfg, initialised on the first `n_init` training sentences.
+
+    head="tagger" swaps the config's parser for a tagger on the same transformer (the
+    training-step reference).
+    """
+    config = spacy.util.load_config(CONFIGS / f"{config_name}.cfg")
+    if head == "tagger":
+        parser = config["nlp"]["pipeline"][-1]
+        config["nlp"]["pipeline"] = ["transformer", "tagger"]
+        del config["components"][parser]
+        config["components"]["tagger"] = TAGGER_HEAD
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    gold = load_docs(train_path, nlp, n_init)
+    examples = [Example(predicted, reference) for predicted, reference in zip(unannotated(gold), gold)]
+    nlp.initialize(lambda: examples)
+    return nlp
+
+
+def load_or_build(model: Optional[str], config_name: str, train_path: Path) -> Language:
+    return spacy.load(model) if model else build_pipeline(config_name, train_path)
