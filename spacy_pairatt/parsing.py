@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, TextIO, Tuple
 
 import spacy
-import torch
 from spacy.language import Language
 from spacy.tokens import Doc
 from tqdm import tqdm
@@ -243,20 +242,11 @@ def load_pipeline(model: str) -> Language:
 def parse_docs(nlp: Language, sources: Iterable[SourceDoc], batch_size: int = 64, n_process: int = 1) -> Iterator[Doc]:
     """nlp.pipe over the documents, each built when nlp.pipe asks for it.
 
-    With n_process > 1 torch runs one thread while the Docs come: once torch's OpenMP pool has
-    started (loading the pipeline is enough), forked workers that inherit it hang in their first
-    torch operation. The processes are the parallelism then.
+    With n_process > 1 the forked workers run torch on one thread each (`spacy_pairatt.forking`,
+    registered when the pipeline's components are created): the processes are the parallelism.
     """
     docs = (source.to_doc(nlp) for source in sources)
-    if n_process == 1:
-        yield from nlp.pipe(docs, batch_size=batch_size)
-        return
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield from nlp.pipe(docs, batch_size=batch_size, n_process=n_process)
-    finally:
-        torch.set_num_threads(n_threads)
+    yield from nlp.pipe(docs, batch_size=batch_size, n_process=n_process)
 
 
 @contextmanager

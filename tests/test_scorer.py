@@ -6,7 +6,7 @@ import torch
 
 from spacy_pairatt.features import PairBatch
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer
-from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PaperPairScorer
+from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PairAttention, PaperPairScorer
 from spacy_pairatt.objectives import arc_log_scores, best_labels, candidate_mask, parser_loss
 
 
@@ -169,3 +169,27 @@ def test_inference_arcs_and_labels_on_chosen_arcs_equal_the_full_scores():
     torch.testing.assert_close(arcs, full[..., 0], atol=1e-4, rtol=1e-4)
     chosen = full[torch.arange(batch)[:, None], torch.arange(n_units)[None], heads, 1:]
     torch.testing.assert_close(labels, chosen, atol=1e-3, rtol=1e-4)
+
+
+def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():
+    """Training drops whole (layer, head) maps per sentence, scaled by 1 / (1 - p); inference keeps all."""
+    torch.manual_seed(0)
+    module = PairAttention(n_attention=4, n_out=3, dropout=0.5)
+    torch.nn.init.normal_(module.forward_map)
+    torch.nn.init.normal_(module.backward_map)
+    attention = torch.zeros(64, 4, 5, 5)
+    attention[:, 2] = torch.rand(64, 5, 5)  # only map 2 is non-zero
+    module.eval()
+    full = module(attention)
+    module.train()
+    dropped = module(attention)
+    kept = torch.isclose(dropped, 2 * full, atol=1e-5).flatten(1).all(1)
+    zeroed = (dropped == 0).flatten(1).all(1)
+    assert bool((kept | zeroed).all())  # each sentence keeps or drops map 2 as a whole
+    assert 10 < int(kept.sum()) < 54
+    attention = torch.rand(8, 4, 5, 5)
+    module.eval()
+    expected = module(attention)
+    module.train()
+    mean = torch.stack([module(attention) for _ in range(3000)]).mean(0)
+    assert torch.allclose(mean, expected, atol=0.15 * float(expected.abs().mean()))

@@ -9,6 +9,14 @@ from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 
 from ..features import ATTENTION_CONFIG_HINT, MissingAttentionError
+from ..forking import single_threaded_torch_after_fork
+from ..memory import limit_heap_fragmentation
+
+
+def prepare_process() -> None:
+    """What a process running these components needs: flat memory, fork-safe torch (n_process)."""
+    limit_heap_fragmentation()
+    single_threaded_torch_after_fork()
 
 
 class PairScoringPipe(TrainablePipe):

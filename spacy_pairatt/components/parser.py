@@ -17,10 +17,9 @@ from thinc.api import Config, Model
 
 from ..decoding import DECODERS, decode_heads
 from ..layers.parser_model import ParseScores
-from ..memory import limit_heap_fragmentation
 from ..objectives import arc_log_scores, best_labels, parser_loss
 from ..validation import validate_gold_parse
-from .base import PairScoringPipe
+from .base import PairScoringPipe, prepare_process
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -66,7 +65,7 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
 def make_pairatt_parser(nlp: Language, name: str, model: Model, decoder: str, scorer: Optional[Callable]):
     """decoder: "mst" (one well-formed tree, exactly one root, non-projective allowed) or
     "greedy" (each word's best head, as the paper does in training; may not be a tree)."""
-    limit_heap_fragmentation()
+    prepare_process()
     return PairAttParser(nlp.vocab, model, name, decoder=decoder, scorer=scorer)
 
 

@@ -18,7 +18,7 @@ from thinc.api import Config, Model, set_dropout_rate
 from ..layers.relation_model import DocEntities, RelationScores
 from ..objectives import entity_pair_mask, relation_loss, relation_probabilities
 from ..relations import ENTS, Relation, candidate_spans, entity_mentions, register_relations_extension
-from .base import PairScoringPipe
+from .base import PairScoringPipe, prepare_process
 
 DEFAULT_MODEL_CONFIG = """
 [model]
@@ -68,6 +68,7 @@ def make_pairatt_rel(
     type (several relations per pair, DocRED) instead of one softmax over NONE + types (SemEval).
     threshold: the probability a multi-label relation needs to be written. negative_ratio: in
     training, pairs without a relation sampled per pair with one (None: all pairs)."""
+    prepare_process()
     return PairAttRelationExtractor(
         nlp.vocab,
         model,

@@ -39,6 +39,22 @@ class PairIndicators(nn.Module):
         )
 
 
+class MapDropout(nn.Dropout):
+    """Dropout of whole attention maps: one keep/drop draw per (sentence, layer x head).
+
+    Element-wise dropout on the (B, L*H, N, N) maps drew one random number per attention weight
+    and was the most expensive step of a training update; dropping whole maps draws B x L*H and
+    is folded into the weights, so the maps are never copied.
+    """
+
+    def scale(self, batch: int, n_maps: int, like: torch.Tensor) -> Optional[torch.Tensor]:
+        """(B, 1, L*H) kept maps scaled by 1 / (1 - p) while training, else None (keep everything)."""
+        if not self.training or self.p == 0:
+            return None
+        kept = torch.rand(batch, 1, n_maps, device=like.device) >= self.p
+        return kept.to(like.dtype) / (1 - self.p)
+
+
 class PairAttention(nn.Module):
     """W_fwd a_ij + W_bwd a_ji: the attention part of eq. 5 for every pair, both directions.
 
@@ -50,14 +66,18 @@ class PairAttention(nn.Module):
         super().__init__()
         self.forward_map = nn.Parameter(torch.zeros(n_out, n_attention))
         self.backward_map = nn.Parameter(torch.zeros(n_out, n_attention))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = MapDropout(dropout)
 
     def forward(self, attention: torch.Tensor, channels: slice = slice(None)) -> torch.Tensor:
         """(B, N, N, C) for the output channels selected by `channels` (default: all)."""
         forward_map, backward_map = self.forward_map[channels], self.backward_map[channels]
         batch, n_features, n_units, _ = attention.shape
-        maps = self.dropout(attention).reshape(batch, n_features, n_units * n_units)
-        both = torch.matmul(torch.cat([forward_map, backward_map]), maps)
+        maps = attention.reshape(batch, n_features, n_units * n_units)
+        weights = torch.cat([forward_map, backward_map])  # (2C, F)
+        scale = self.dropout.scale(batch, n_features, attention)
+        if scale is not None:
+            weights = weights * scale  # (B, 2C, F): dropped maps get zero weight
+        both = torch.matmul(weights, maps)
         both = both.view(batch, 2, forward_map.shape[0], n_units, n_units)
         return (both[:, 0] + both[:, 1].transpose(2, 3)).permute(0, 2, 3, 1)
 

@@ -1,0 +1,193 @@
+"""Speed benchmark (issue 4): inference words/s, training step time, MST share of parse time.
+
+In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc):
+  (a) the transformer alone, (b) transformer + pairatt_parser, (c) transformer + spaCy's
+  transition parser on the same encoder, interleaved a, b, c per repeat; median words/s.
+Training: one `nlp.update` on 32 training sentences, pairatt_parser vs a tagger head on the same
+transformer, interleaved; median seconds per step.
+MST: the time spent in `decode_heads` while (b) parses the test set, measured by wrapping it,
+as a share of (b)'s total time and of the parser component's own time; plus a cProfile summary.
+
+    python bench/speed.py --output results/bench_speed.json
+"""
+
+import argparse
+import cProfile
+import json
+import pstats
+import statistics
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+import torch
+from pipelines import build_pipeline, load_docs, unannotated
+from spacy.training import Example
+from thinc.api import fix_random_seed
+
+import spacy_pairatt.components.parser as parser_module
+from spacy_pairatt.decoding import decode_heads
+
+
+def words_per_second(run: Callable[[List], None], docs: List, n_words: int) -> float:
+    fresh = unannotated(docs)
+    start = time.perf_counter()
+    run(fresh)
+    return n_words / (time.perf_counter() - start)
+
+
+def inference(pairatt, transition, docs, repeats: int, batch_size: int) -> Dict:
+    n_words = sum(len(doc) for doc in docs)
+
+    def transformer_alone(batch):
+        with pairatt.select_pipes(enable=["transformer"]):
+            list(pairatt.pipe(batch, batch_size=batch_size))
+
+    runs = {
+        "a_transformer": transformer_alone,
+        "b_pairatt": lambda batch: list(pairatt.pipe(batch, batch_size=batch_size)),
+        "c_transition": lambda batch: list(transition.pipe(batch, batch_size=batch_size)),
+    }
+    for run in runs.values():  # warm-up: first calls allocate and tune
+        run(unannotated(docs[:64]))
+    speeds: Dict[str, List[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            speeds[name].append(words_per_second(run, docs, n_words))
+    medians = {name: statistics.median(values) for name, values in speeds.items()}
+    return {
+        "n_sentences": len(docs),
+        "n_words": n_words,
+        "repeats": repeats,
+        "batch_size": batch_size,
+        "words_per_second": {name: [round(v, 1) for v in values] for name, values in speeds.items()},
+        "median_words_per_second": {name: round(v, 1) for name, v in medians.items()},
+        "ratio_b_over_a": round(medians["b_pairatt"] / medians["a_transformer"], 3),
+        "ratio_b_over_c": round(medians["b_pairatt"] / medians["c_transition"], 3),
+    }
+
+
+def training_steps(pairatt, tagger, train_docs, steps: int, batch: int) -> Dict:
+    """Median seconds of nlp.update on `batch` sentences, both pipelines on the same batches."""
+    examples = [Example(p, r) for p, r in zip(unannotated(train_docs), train_docs)]
+    timings: Dict[str, List[float]] = {"pairatt_parser": [], "tagger": []}
+    pipelines = {"pairatt_parser": pairatt, "tagger": tagger}
+    optimizers = {name: nlp.resume_training() for name, nlp in pipelines.items()}
+    for step in range(steps + 2):
+        chunk = examples[(step * batch) % len(examples) :][:batch]
+        for name, nlp in pipelines.items():
+            start = time.perf_counter()
+            nlp.update(chunk, sgd=optimizers[name], drop=0.1)
+            if step >= 2:  # the first two steps warm up
+                timings[name].append(time.perf_counter() - start)
+    medians = {name: statistics.median(values) for name, values in timings.items()}
+    return {
+        "steps": steps,
+        "batch_sentences": batch,
+        "seconds_per_step": {name: [round(v, 3) for v in values] for name, values in timings.items()},
+        "median_seconds_per_step": {name: round(v, 3) for name, v in medians.items()},
+        "ratio_pairatt_over_tagger": round(medians["pairatt_parser"] / medians["tagger"], 3),
+    }
+
+
+def decoding_share(pairatt, docs, batch_size: int) -> Dict:
+    """Seconds in decode_heads, in the parser component and in the whole pipeline over `docs`."""
+    decoding = [0.0]
+
+    def timed_decode(scores, method):
+        start = time.perf_counter()
+        try:
+            return decode_heads(scores, method)
+        finally:
+            decoding[0] += time.perf_counter() - start
+
+    parser = pairatt.get_pipe("pairatt_parser")
+    component = [0.0]
+    original_pipe = parser.pipe
+
+    def timed_pipe(stream, **kwargs):
+        for doc in original_pipe(stream, **kwargs):
+            yield doc
+
+    parser_module.decode_heads = timed_decode
+    try:
+        fresh = unannotated(docs)
+        start = time.perf_counter()
+        transformed = list(pairatt.get_pipe("transformer").pipe(fresh, batch_size=batch_size))
+        middle = time.perf_counter()
+        list(parser.pipe(transformed, batch_size=batch_size))
+        end = time.perf_counter()
+    finally:
+        parser_module.decode_heads = decode_heads
+    component[0] = end - middle
+    total = end - start
+    return {
+        "decoder": parser.decoder,
+        "seconds_decoding": round(decoding[0], 3),
+        "seconds_parser_component": round(component[0], 3),
+        "seconds_pipeline": round(total, 3),
+        "share_of_pipeline": round(decoding[0] / total, 4),
+        "share_of_parser_component": round(decoding[0] / component[0], 4),
+    }
+
+
+PROFILE_PARTS = {
+    "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
+    "pair features (pooling to words)": ("spacy_pairatt/features.py", "sentence_features"),
+    "pair scorer (arcs)": ("spacy_pairatt/layers/pair_scorer.py", "_predict_arcs"),
+    "pair scorer (labels on decoded arcs)": ("spacy_pairatt/layers/pair_scorer.py", "labels_at"),
+    "MST decoding": ("spacy_pairatt/decoding.py", "decode_heads"),
+    "set_annotations": ("spacy_pairatt/components/parser.py", "set_annotations"),
+}
+
+
+def profile_summary(pairatt, docs, batch_size: int) -> Dict:
+    """Cumulative seconds of the main stages under cProfile (which slows Python code a little)."""
+    profiler = cProfile.Profile()
+    fresh = unannotated(docs)
+    profiler.enable()
+    list(pairatt.pipe(fresh, batch_size=batch_size))
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats
+    total = max(cumulative for (_, _, _, cumulative, _) in stats.values())
+    parts = {}
+    for label, (path, function) in PROFILE_PARTS.items():
+        parts[label] = round(
+            sum(v[3] for (file, _, name), v in stats.items() if file.endswith(path) and name == function), 3
+        )
+    return {"seconds_total": round(total, 3), "seconds_cumulative": parts}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--train", default="corpus/ud_ewt/en_ewt-ud-train.spacy")
+    parser.add_argument("--test", default="corpus/ud_ewt/en_ewt-ud-test.spacy")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--train-steps", type=int, default=10)
+    parser.add_argument("--limit", type=int, default=0, help="test sentences to use (0: all)")
+    parser.add_argument("--output", default="results/bench_speed.json")
+    args = parser.parse_args()
+
+    fix_random_seed(0)
+    train = Path(args.train)
+    pairatt = build_pipeline("parser_minilm", train)
+    transition = build_pipeline("transition_minilm", train)
+    tagger = build_pipeline("parser_minilm", train, head="tagger")
+    docs = load_docs(Path(args.test), pairatt, args.limit)
+    result = {
+        "machine": {"torch_threads": torch.get_num_threads()},
+        "encoder": "all-MiniLM-L6-v2 (configs/parser_minilm.cfg, configs/transition_minilm.cfg)",
+        "weights": "initialised, not trained (speed does not depend on them; MST sees more cycles)",
+        "inference": inference(pairatt, transition, docs, args.repeats, args.batch_size),
+        "training": training_steps(pairatt, tagger, load_docs(train, pairatt, 32 * 8), args.train_steps, 32),
+        "decoding": decoding_share(pairatt, docs, args.batch_size),
+        "profile": profile_summary(pairatt, docs, args.batch_size),
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
