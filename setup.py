@@ -42,6 +42,7 @@ setup(
             "pairatt_parser = spacy_pairatt.components.parser:make_pairatt_parser",
             "pairatt_rel = spacy_pairatt.components.relations:make_pairatt_rel",
             "pairatt_release_attention = spacy_pairatt.components.attention_release:make_attention_release",
+            "pairatt_transformer = spacy_pairatt.components.transformer:make_pairatt_transformer",
         ],
         "spacy_architectures": [
             "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",

@@ -23,7 +23,7 @@ import numpy as np
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.tokens import Doc
 
-CORPUS = ("corpus/ud_ewt/en_ewt-ud-train.spacy", "corpus/ud_ewt/en_ewt-ud-dev.spacy", "corpus/ud_ewt/en_ewt-ud-test.spacy")
+CORPUS = tuple(f"corpus/ud_ewt/en_ewt-ud-{split}.spacy" for split in ("train", "dev", "test"))
 
 
 def rss_mb() -> float:

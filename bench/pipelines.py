@@ -41,13 +41,22 @@ def unannotated(docs: List[Doc]) -> List[Doc]:
     return [Doc(doc.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]) for doc in docs]
 
 
-def build_pipeline(config_name: str, train_path: Path, head: Optional[str] = None, n_init: int = 200) -> Language:
+def build_pipeline(
+    config_name: str,
+    train_path: Path,
+    head: Optional[str] = None,
+    n_init: int = 400,
+    transformer_factory: Optional[str] = None,
+) -> Language:
     """A pipeline from configs/<config_name>.cfg, initialised on the first `n_init` training sentences.
 
     head="tagger" swaps the config's parser for a tagger on the same transformer (the
-    training-step reference).
+    training-step reference); transformer_factory replaces the transformer's factory
+    ("transformer" or "pairatt_transformer": same model and weights, different batching).
     """
     config = spacy.util.load_config(CONFIGS / f"{config_name}.cfg")
+    if transformer_factory:
+        config["components"]["transformer"]["factory"] = transformer_factory
     if head == "tagger":
         parser = config["nlp"]["pipeline"][-1]
         config["nlp"]["pipeline"] = ["transformer", "tagger"]

@@ -73,11 +73,11 @@ def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
     return nlp
 
 
-def make_transformer_pipeline(encoder: str, span_window: int = 64):
+def make_transformer_pipeline(encoder: str, span_window: int = 64, factory: str = "pairatt_transformer"):
     """blank English + transformer with attention output, windows of span_window tokens."""
     nlp = spacy.blank("en")
     nlp.add_pipe(
-        "transformer",
+        factory,
         config={
             "model": {
                 "@architectures": "spacy-transformers.TransformerModel.v3",
