@@ -61,13 +61,24 @@ class PairBatch:
         return self.mask.sum(axis=1).astype("int64")
 
 
+# A longer sentence is parsed as consecutive pieces of nearly equal length, one tree each: the
+# pair features of an n-token unit are n x n per layer and head, and a 10,000-token Doc without
+# sentence boundaries would need tens of GB. EWT's longest sentence has 159 tokens.
+MAX_SENTENCE_TOKENS = 256
+
+
 def doc_sentences(doc: Doc) -> List[Tuple[int, int]]:
     """(start, end) token offsets of the units the parser decodes as one tree each.
 
     The Doc's sentence boundaries when it has them (a sentencizer, senter or the data set them),
-    else the whole Doc is one sentence.
+    else the whole Doc is one sentence; a sentence over MAX_SENTENCE_TOKENS is cut into pieces.
     """
-    return [(span.start, span.end) for span in sentence_spans(doc)]
+    units = []
+    for span in sentence_spans(doc):
+        n_pieces = -(-len(span) // MAX_SENTENCE_TOKENS)
+        bounds = span.start + (np.arange(n_pieces + 1) * len(span)) // max(n_pieces, 1)
+        units.extend(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+    return units
 
 
 def trf_arrays(trf_data, use_attention: bool):

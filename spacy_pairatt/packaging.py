@@ -80,8 +80,9 @@ def assemble_pipeline(
     senter: Optional[str] = None,
     version: Optional[str] = None,
 ) -> None:
-    """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence, and add the
-    metadata and model card that `spacy package` ships.
+    """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence, drop the
+    attention maps from the Docs after the parser, and add the metadata and model card that `spacy package`
+    ships.
 
     senter: a pipeline whose trained `senter` is sourced; without it, spaCy's rule-based sentencizer.
     version: the package version, for meta.json and the model card.
@@ -92,6 +93,9 @@ def assemble_pipeline(
             nlp.add_pipe("senter", source=spacy.load(senter), first=True)
         else:
             nlp.add_pipe("sentencizer", first=True)
+    if "pairatt_release_attention" not in nlp.pipe_names:
+        # Attention is read by the parser only; dropped after it (keep="float16" keeps word-level maps).
+        nlp.add_pipe("pairatt_release_attention")
     nlp.meta.update(MODEL_CARD, requirements=package_requirements())
     if version:
         nlp.meta["version"] = version

@@ -3,7 +3,13 @@
 import numpy as np
 import pytest
 
-from spacy_pairatt.alignment import align_units, pool_attention, pool_hidden, pool_hidden_backward
+from spacy_pairatt.alignment import (
+    align_token_groups,
+    align_units,
+    pool_attention,
+    pool_hidden,
+    pool_hidden_backward,
+)
 
 
 def ragged(token_wordpieces):
@@ -104,3 +110,22 @@ def test_hidden_backward_is_the_adjoint():
     d_units = rng.normal(size=(5, 4))
     d_hidden = pool_hidden_backward(d_units, alignment, hidden.shape)
     assert np.sum(d_units * pool_hidden(hidden, alignment)) == pytest.approx(np.sum(d_hidden * hidden))
+
+
+def test_entity_with_two_mentions_pools_over_all_their_wordpieces():
+    """Relation units: an entity is all wordpieces of all its mentions (mean as source, sum as target)."""
+    rng = np.random.default_rng(1)
+    hidden = rng.normal(size=(1, 8, 3)).astype("float32")
+    attention = rng.dirichlet(np.ones(8), size=(1, 2, 8)).astype("float32")  # (W=1, H=2, P, P)
+    # tokens 0..4 -> wordpieces [1], [2, 3], [4], [5], [6]; entity A = tokens 0 and 3 (two mentions),
+    # entity B = token 1 (two wordpieces), token 2 and 4 belong to no entity.
+    lengths, indices = ragged([[1], [2, 3], [4], [5], [6]])
+    alignment = align_token_groups(lengths, indices, 8, np.array([0, 3, 1]), np.array([1, 1, 2]))
+    units = pool_hidden(hidden, alignment)
+    np.testing.assert_allclose(units[1], hidden[0, [1, 5]].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(units[2], hidden[0, [2, 3]].mean(axis=0), rtol=1e-6)
+    words, _ = pool_attention([attention], alignment)
+    for head in range(2):
+        a = attention[0, head]
+        assert words[head, 1, 2] == pytest.approx(a[[1, 5]][:, [2, 3]].sum(axis=1).mean(), rel=1e-5)
+        assert words[head, 2, 1] == pytest.approx(a[[2, 3]][:, [1, 5]].sum(axis=1).mean(), rel=1e-5)

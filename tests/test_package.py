@@ -28,6 +28,8 @@ print(json.dumps({{
     "readme": next(Path(en_pairatt.__file__).parent.glob("en_pairatt-*/README.md")).read_text(),
     "heads": [token.head.i for token in doc],
     "sents": [[sent.start, sent.end] for sent in doc.sents],
+    "pipe_names": nlp.pipe_names,
+    "attention_kept": "attentions" in doc._.trf_data.model_output,
 }}))
 """
 
@@ -86,6 +88,7 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
     assert meta["performance"]["dep_uas"] == pytest.approx(scores["dep_uas"])
     assert set(package_requirements()) <= set(meta["requirements"])
     assert "### Limits" in result["readme"] and "CC BY-SA 4.0" in result["readme"]
+    assert result["pipe_names"][-1] == "pairatt_release_attention" and not result["attention_kept"]
     heads = np.array(result["heads"])
     assert len(result["sents"]) == 2
     for start, end in result["sents"]:

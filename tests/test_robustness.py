@@ -23,6 +23,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Corpus, Example
 from thinc.api import Adam, fix_random_seed
 
+from spacy_pairatt.features import MAX_SENTENCE_TOKENS, doc_sentences
 from spacy_pairatt.scoring import sentence_is_one_tree
 
 COMMON_WORDS = "the of and a to in is was he for it with as his on be at by I this had not are but from".split()
@@ -52,12 +53,16 @@ CROSSING = with_heads([2, 3, 2, 3] + [None] * (len(LONG_WORDS) - 4))  # two inte
 
 
 def sentence_units(doc):
-    """(start, end) of the spans the parser must make one tree each: the Doc's sentences, else the Doc."""
+    """(start, end) of the spans the parser must make one tree each: the Doc's sentences, else the Doc,
+    a unit longer than MAX_SENTENCE_TOKENS cut into consecutive pieces no longer than that."""
     if len(doc) == 0:
         return []
-    if doc.has_annotation("SENT_START"):
-        return [(sent.start, sent.end) for sent in doc.sents]
-    return [(0, len(doc))]
+    sentences = [(sent.start, sent.end) for sent in doc.sents] if doc.has_annotation("SENT_START") else [(0, len(doc))]
+    units = doc_sentences(doc)
+    assert all(end - start <= MAX_SENTENCE_TOKENS for start, end in units)
+    assert [start for start, _ in units if start in dict(sentences)] == [start for start, _ in sentences]
+    assert units[-1][1] == len(doc) and all(a[1] == b[0] for a, b in zip(units, units[1:]))
+    return units
 
 
 def assert_one_tree_per_sentence(doc, units, labels):
@@ -177,15 +182,11 @@ def address_space_limit(extra_bytes):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
-@pytest.mark.xfail(
-    strict=True,
-    raises=(MemoryError, RuntimeError),
-    reason="a Doc without sentence boundaries is one sentence, whose features, pair scores and MST are n x n: "
-    "10,000 tokens need tens of GB (pool_attention alone allocates windows x heads x n x n floats)",
-)
 def test_ten_thousand_tokens_without_sentence_boundaries_fit_in_2_gb(trained, long_text):
+    """Parsed in pieces of at most MAX_SENTENCE_TOKENS, one tree each, instead of one n x n problem."""
     with address_space_limit(2 * 2**30):
-        parse_and_check(trained, [long_text])
+        (doc,) = parse_and_check(trained, [long_text])
+    assert max(len(sent) for sent in doc.sents) <= MAX_SENTENCE_TOKENS
 
 
 # --- odd input ----------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""results/bench.md from bench_speed.json, bench_memory.json and bench_robustness.json, with the
+issue's targets and whether each is met.
+
+    python bench/table.py --output results/bench.md
+"""
+
+import argparse
+import json
+from pathlib import Path
+from typing import Dict, List
+
+
+def load(path: Path) -> Dict:
+    return json.loads(path.read_text(encoding="utf8")) if path.exists() else {}
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
+
+
+def speed_lines(speed: Dict) -> List[str]:
+    inference, training, decoding = speed["inference"], speed["training"], speed["decoding"]
+    medians = inference["median_words_per_second"]
+    lines = [
+        "## Speed (`python bench/speed.py`)",
+        "",
+        f"UD EWT test, {inference['n_sentences']} sentences / {inference['n_words']} words, gold tokens, one sentence",
+        f"per Doc, `nlp.pipe` batch {inference['batch_size']}, {inference['repeats']} interleaved repeats, median;",
+        f"torch threads {speed['machine']['torch_threads']}. Weights: {speed['weights']}.",
+        "",
+        "| pipeline | words/s (median) | all repeats |",
+        "|---|---|---|",
+    ]
+    names = {
+        "a_transformer": "(a) transformer alone (eager attention, attention output)",
+        "b_pairatt": "(b) transformer + pairatt_parser",
+        "c_transition": "(c) transformer + transition parser (stock component, SDPA, no attention output)",
+        "c_transition_wordpiece_batched": "(c') as (c), batched by `pairatt_transformer`",
+    }
+    for key, label in names.items():
+        values = ", ".join(f"{v:.0f}" for v in inference["words_per_second"][key])
+        lines.append(f"| {label} | {medians[key]:.0f} | {values} |")
+    ratio_training = training["ratio_pairatt_over_tagger"]
+    lines += [
+        "",
+        "| target | measured | |",
+        "|---|---|---|",
+        f"| b/a ≥ 0.85 | {inference['ratio_b_over_a']:.2f} | {verdict(inference['ratio_b_over_a'] >= 0.85)} |",
+        f"| b/c ≥ 1.0 | {inference['ratio_b_over_c']:.2f} | {verdict(inference['ratio_b_over_c'] >= 1.0)} |",
+        f"| b/c' ≥ 1.0 | {inference['ratio_b_over_c_wordpiece_batched']:.2f} | "
+        f"{verdict(inference['ratio_b_over_c_wordpiece_batched'] >= 1.0)} |",
+        f"| training step ≤ 1.3 × tagger's | {ratio_training:.2f} "
+        f"({training['median_seconds_per_step']['pairatt_parser']:.2f} s vs "
+        f"{training['median_seconds_per_step']['tagger']:.2f} s, median of {training['steps']} steps of "
+        f"{training['batch_sentences']} sentences) | {verdict(ratio_training <= 1.3)} |",
+        f"| MST < 5% of parse time | {100 * decoding['share_of_pipeline']:.1f}% of the pipeline, "
+        f"{100 * decoding['share_of_parser_component']:.1f}% of the parser component "
+        f"({decoding['seconds_decoding']:.2f} s of {decoding['seconds_pipeline']:.1f} s) | "
+        f"{verdict(decoding['share_of_pipeline'] < 0.05)} |",
+        "",
+        "Profile of (b) over the test set (cProfile, cumulative seconds):",
+        "",
+        "| stage | seconds |",
+        "|---|---|",
+    ]
+    for stage, seconds in speed["profile"]["seconds_cumulative"].items():
+        lines.append(f"| {stage} | {seconds:.2f} |")
+    lines.append(f"| total | {speed['profile']['seconds_total']:.2f} |")
+    return lines
+
+
+def memory_lines(memory: Dict) -> List[str]:
+    lines = [
+        "## Memory (`python bench/memory.py`)",
+        "",
+        "`nlp.pipe` streaming EWT sentences through transformer + pairatt_parser + pairatt_release_attention,",
+        "each size in a fresh process; RSS sampled every 50 Docs while parsing.",
+        "",
+        "| sentences | RSS before parsing (MB) | peak RSS while parsing (MB) | process peak (MB) | words/s |",
+        "|---|---|---|---|---|",
+    ]
+    for run in memory["runs"]:
+        lines.append(
+            f"| {run['sentences']:,} | {run['rss_mb_before_parsing']:.0f} | {run['peak_rss_mb_while_parsing']:.0f} | "
+            f"{run['peak_rss_mb_process']:.0f} | {run['words_per_second']:.0f} |"
+        )
+    growth = memory["peak_rss_growth"]
+    lines += [
+        "",
+        f"Peak RSS growth from the smallest to the largest run: {100 * growth:+.1f}% (target < 10%: "
+        f"{verdict(growth < 0.10)}); words/s ratio {memory['words_per_second_ratio']:.2f} (linear time).",
+        "",
+        "Mean bytes one parsed Doc keeps in `doc._.trf_data` and `doc._.pairatt_attention`:",
+        "",
+        "| pipeline end | bytes per Doc |",
+        "|---|---|",
+    ]
+    for label, size in memory["bytes_kept_per_doc"].items():
+        lines.append(f"| {label} | {size:,} |")
+    return lines
+
+
+def robustness_lines(robustness: Dict) -> List[str]:
+    outcome = "passed" if robustness["passed"] else "**failed**"
+    return [
+        "## Robustness (`python bench/robustness.py`)",
+        "",
+        f"`{robustness['test']}` with {robustness['examples']:,} hypothesis examples: {outcome} "
+        f"in {robustness['seconds']:.0f} s.",
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--results", default="results")
+    parser.add_argument("--output", default="results/bench.md")
+    args = parser.parse_args()
+    results = Path(args.results)
+    sections = [["# Benchmarks (python -m spacy project run bench)", "", "Measured on 2 CPU cores."]]
+    for name, render in (("speed", speed_lines), ("memory", memory_lines), ("robustness", robustness_lines)):
+        data = load(results / f"bench_{name}.json")
+        if data:
+            sections.append(render(data))
+    text = "\n\n".join("\n".join(lines) for lines in sections) + "\n"
+    Path(args.output).write_text(text, encoding="utf8")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
