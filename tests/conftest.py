@@ -78,6 +78,7 @@ def make_transformer_pipeline(encoder: str, span_window: int = 64, factory: str 
     nlp = spacy.blank("en")
     nlp.add_pipe(
         factory,
+        name="transformer",
         config={
             "model": {
                 "@architectures": "spacy-transformers.TransformerModel.v3",

@@ -31,7 +31,8 @@ def test_same_outputs_as_the_stock_transformer_without_padding_to_the_widest(tin
     stock = make_transformer_pipeline(tiny_bert_dir, factory="transformer")
     ours.initialize()
     stock.initialize()
-    stock.get_pipe("transformer").model.from_bytes(ours.get_pipe("pairatt_transformer").model.to_bytes())
+    stock.get_pipe("transformer").model.from_bytes(ours.get_pipe("transformer").model.to_bytes())
+    assert [len(doc) for doc in ours.pipe(["", "  "])] == [0, 1]  # Docs without windows
     our_docs = list(ours.pipe(TEXTS * 2, batch_size=8))
     stock_docs = list(stock.pipe(TEXTS * 2, batch_size=8))
     widths = []

@@ -66,7 +66,8 @@ class WordpieceBatchedTransformer(Transformer):
         """(widths, rows): each Doc's longest window in wordpieces and its number of windows."""
         nested_spans = self.model.attrs["get_spans"](docs)
         texts = [span.text for spans in nested_spans for span in spans]
-        lengths = [len(ids) for ids in self.model.tokenizer(texts, add_special_tokens=True)["input_ids"]]
+        encoded = self.model.tokenizer(texts, add_special_tokens=True)["input_ids"] if texts else []
+        lengths = [len(ids) for ids in encoded]
         rows = np.array([len(spans) for spans in nested_spans], dtype="int64")
         ends = np.cumsum(rows)
         widths = np.array(
