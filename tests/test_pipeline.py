@@ -235,11 +235,12 @@ def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
     accuracy.write_text(json.dumps({"scores": {"dep_las": 0.5, "dep_las_per_type": {}}}))
     assemble_pipeline(str(tmp_path / "model"), str(tmp_path / "shipped"), str(accuracy))
     shipped = spacy.load(tmp_path / "shipped")
-    assert shipped.pipe_names == ["sentencizer", "transformer", "pairatt_parser"]
+    assert shipped.pipe_names == ["sentencizer", "transformer", "pairatt_parser", "pairatt_release_attention"]
     assert shipped.meta["license"] == "CC BY-SA 4.0" and shipped.meta["performance"] == {"dep_las": 0.5}
     doc = shipped(TEXTS[0])
     assert len(list(doc.sents)) == 2
     assert_trees_per_sentence(doc)
+    assert "attentions" not in doc._.trf_data.model_output
     parse_examples(str(tmp_path / "shipped"), str(tmp_path / "demo.html"), [TEXTS[0]])
     assert "<svg" in (tmp_path / "demo.html").read_text()
 
