@@ -59,7 +59,7 @@ def relations_table(args) -> None:
     if args.output:
         Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
     if args.json:
-        write_json({name: result for name, result in rows}, args.json)
+        write_json({"results": [{"name": name, **result} for name, result in rows]}, args.json)
     print(text)
 
 

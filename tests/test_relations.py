@@ -162,3 +162,21 @@ def test_multi_label_entities_with_several_mentions(tiny_bert_dir):
     assert losses[-1] < 0.1 * losses[0]
     (doc,) = nlp.pipe([examples[0].predicted])
     assert {(r.head, r.tail, r.label) for r in doc._.relations} == {(h, t, label) for h, t, label in gold}
+
+
+def test_semeval_evaluation_and_table_from_a_saved_pipeline(trained, semeval_docs, tmp_path):
+    """`semeval-evaluate` reads gold entities from the .spacy file and scores with the official scorer."""
+    from spacy_pairatt.corpora.semeval import score_semeval
+    from spacy_pairatt.relation_evaluation import evaluate_semeval, relations_table
+
+    nlp, examples, _ = trained
+    nlp.to_disk(tmp_path / "model")
+    DocBin(docs=semeval_docs, store_user_data=True).to_disk(tmp_path / "data.spacy")
+    result = evaluate_semeval(str(tmp_path / "model"), str(tmp_path / "data.spacy"))
+    assert (result["task"], result["features"], result["n_docs"]) == ("semeval", "emb+att", len(semeval_docs))
+    parsed = nlp.pipe(with_candidate_spans(doc, "ents") for doc in semeval_docs)
+    predicted = [Example(doc, gold) for doc, gold in zip(parsed, semeval_docs)]
+    assert result["scores"] == pytest.approx(score_semeval(predicted, 0.0))
+    table = relations_table([("tiny", result)])
+    macro_f1 = 100 * result["scores"]["rel_semeval_macro_f1"]
+    assert f"| tiny | emb+att | {tmp_path / 'data.spacy'} | {macro_f1:.1f} |" in table
