@@ -182,6 +182,11 @@ def mst_heads(scores: np.ndarray) -> np.ndarray:
     n = arc_scores.shape[0] - 1
     if n == 0:
         return np.array([ROOT_HEAD], dtype=np.int64)
+    greedy = _best_heads(arc_scores)
+    if _is_finite_single_rooted_tree(arc_scores, greedy):
+        # Every word already has its best head: no tree scores higher (a trained model's usual case).
+        greedy[0] = ROOT_HEAD
+        return greedy
     finite = arc_scores[np.isfinite(arc_scores)]
     if finite.size == 0:
         raise ValueError("no single-rooted tree exists: every arc is disallowed (-inf)")
@@ -196,6 +201,16 @@ def mst_heads(scores: np.ndarray) -> np.ndarray:
     if np.count_nonzero(heads[1:] == 0) != 1:
         raise ValueError("no single-rooted tree exists with the allowed (finite) arcs")
     return heads
+
+
+def _is_finite_single_rooted_tree(arc_scores: np.ndarray, heads: np.ndarray) -> bool:
+    """Whether ``heads`` (``heads[0] == 0``) uses allowed arcs only, has one root child and no cycle."""
+    words = np.arange(1, heads.shape[0])
+    return (
+        np.count_nonzero(heads[1:] == 0) == 1
+        and bool(np.isfinite(arc_scores[words, heads[1:]]).all())
+        and not _reach_root(heads).any()
+    )
 
 
 def tree_score(scores: np.ndarray, heads: np.ndarray) -> float:

@@ -369,3 +369,14 @@ def test_mst_handles_long_sentences():
     heads = mst_heads(scores)
     assert is_single_rooted_tree(heads)
     assert tree_score(scores, heads) >= tree_score(scores, np.arange(-1, 600))
+
+
+def test_a_greedy_tree_is_returned_as_the_mst():
+    """When every word's best head already forms a single-rooted tree, MST returns it unchanged."""
+    rng = np.random.default_rng(3)
+    scores = rng.normal(size=(7, 7))
+    tree = np.array([0, 2, 0, 2, 3, 3, 1])  # word 2 is the root child
+    scores[np.arange(1, 7), tree[1:]] += 10.0
+    heads = mst_heads(scores)
+    assert heads[1:].tolist() == tree[1:].tolist()
+    assert tree_score(scores, heads) == pytest.approx(brute_force_best_score(scores))
