@@ -48,7 +48,7 @@ def relations_table(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
-    from .evaluation import write_json
+    from .evaluation import replace_marked_block, write_json
     from .relation_evaluation import relations_table as tabulate
 
     rows = []
@@ -60,6 +60,9 @@ def relations_table(args) -> None:
         Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
     if args.json:
         write_json({"results": [{"name": name, **result} for name, result in rows]}, args.json)
+    if args.readme:
+        readme = Path(args.readme)
+        readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), "relations", text), "utf8")
     print(text)
 
 
@@ -168,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     relation_table.add_argument("--output", help="markdown file to write")
     relation_table.add_argument("--json", help="JSON file gathering every result by name")
     relation_table.add_argument("--title", default="", help="a line written above the tables")
+    relation_table.add_argument("--readme", help="also write the tables between <!-- relations:start/end --> here")
     relation_table.set_defaults(func=relations_table)
     evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
     evaluation.add_argument("model")
