@@ -4,11 +4,10 @@ The files are checked against the SHA-256 of the UD 2.16 release (commit 15d613d
 UniversalDependencies/UD_English-EWT), so a run elsewhere trains on exactly the same data.
 """
 
-import hashlib
-import shutil
-import urllib.request
 from pathlib import Path
 from typing import Optional
+
+from .files import fetch_checked
 
 UD_EWT_COMMIT = "15d613d8447b3478787d4c278730a1e48a945efb"
 UD_EWT_URL = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/{commit}/{name}"
@@ -19,31 +18,7 @@ UD_EWT_FILES = {
 }
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_ud_ewt(dest: Path, local_dir: Optional[Path] = None) -> None:
     """Put the three EWT files in `dest`: symlinks into `local_dir` if it has them, else downloads."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for name, expected in UD_EWT_FILES.items():
-        target = dest / name
-        if target.is_symlink() or target.exists():
-            target.unlink()
-        source = local_dir / name if local_dir is not None else None
-        if source is not None and source.exists():
-            target.symlink_to(source.resolve())
-            how = f"linked from {source}"
-        else:
-            url = UD_EWT_URL.format(commit=UD_EWT_COMMIT, name=name)
-            with urllib.request.urlopen(url) as response, target.open("wb") as file:
-                shutil.copyfileobj(response, file)
-            how = f"downloaded from {url}"
-        actual = sha256(target)
-        if actual != expected:
-            raise ValueError(f"{target} ({how}) has SHA-256 {actual}, expected {expected} (UD 2.16)")
-        print(f"{name}: {how}, checksum ok")
+    urls = {name: UD_EWT_URL.format(commit=UD_EWT_COMMIT, name=name) for name in UD_EWT_FILES}
+    fetch_checked(dest, {name: (urls[name], expected) for name, expected in UD_EWT_FILES.items()}, local_dir)
