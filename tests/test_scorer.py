@@ -177,6 +177,7 @@ def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():
     module = PairAttention(n_attention=4, n_out=3, dropout=0.5)
     torch.nn.init.normal_(module.forward_map)
     torch.nn.init.normal_(module.backward_map)
+    module.requires_grad_(False)
     attention = torch.zeros(64, 4, 5, 5)
     attention[:, 2] = torch.rand(64, 5, 5)  # only map 2 is non-zero
     module.eval()

@@ -7,17 +7,28 @@ sentence of 337 wordpieces (a URL, an e-mail address) padded its 63 neighbours' 
 Grouping by the wordpieces of each Doc's longest window, with no window padded to more than
 twice its length, keeps such Docs together. Same config,
 model and weights as `transformer`; every listener works unchanged.
+
+In training, its listeners' gradients may also carry attention gradients (one array per layer):
+with the `spacy-pairatt.AttentionTransformerModel.v1` architecture they are summed per layer and
+backpropagated through the attention weights, so the parser fine-tunes the transformer through
+the a_ij features too. With the stock `TransformerModel.v3` its listeners are told that the
+transformer takes no attention gradients, and the parser computes none: attention stays a
+constant feature, as under spacy-transformers' `transformer`.
 """
 
-from typing import Callable, Iterable, Iterator, List
+from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
+from spacy.training import Example, validate_examples
 from spacy.util import minibatch
-from spacy_transformers.data_classes import FullTransformerBatch
+from spacy_transformers.data_classes import FullTransformerBatch, TransformerData
+from spacy_transformers.layers import TransformerListener
 from spacy_transformers.pipeline_component import DEFAULT_CONFIG, Transformer, install_extensions
-from thinc.api import Model
+from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
+
+from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
 
 
 @Language.factory(
@@ -84,3 +95,95 @@ class WordpieceBatchedTransformer(Transformer):
                 group = [outer_batch[i] for i in indices]
                 self.set_annotations(group, self.predict(group))
             yield from outer_batch
+
+    def update(
+        self,
+        examples: Iterable[Example],
+        *,
+        drop: float = 0.0,
+        sgd: Optional[Optimizer] = None,
+        losses: Optional[Dict[str, float]] = None,
+    ) -> Dict[str, float]:
+        """`Transformer.update`, with gradients that may carry attentions as well as last_hidden_state.
+
+        As in spacy-transformers, every listener but the last adds its gradient and the last one
+        backpropagates the sum and calls the optimizer; listeners sending only d last_hidden_state
+        (the stock TransformerListener) are unaffected. The callbacks say whether the model takes
+        attention gradients (`TransformerDataListener.upstream_takes_attention_gradients`).
+        """
+        validate_examples(examples, "Transformer.update")
+        losses = {} if losses is None else losses
+        docs = [eg.predicted for eg in examples]
+        if not any(len(doc) for doc in docs):
+            return losses
+        set_dropout_rate(self.model, drop)
+        trf_full, bp_trf_full = self.model.begin_update(docs)
+        losses.setdefault(self.name, 0.0)
+        takes_attentions = backprops_attentions(self.model)
+        sums: List[List] = []
+
+        def accumulate_gradient(d_trf_datas: List[TransformerData]) -> None:
+            """Add a listener's gradients; all but the last listener get this callback."""
+            if not takes_attentions and any("attentions" in d.model_output for d in d_trf_datas):
+                raise ValueError(
+                    f"{self.name}: a listener sent attention gradients, but only the "
+                    "spacy-pairatt.AttentionTransformerModel.v1 architecture can backpropagate them"
+                )
+            losses[self.name] += add_gradients(sums, d_trf_datas)
+
+        def backprop(d_trf_datas: List[TransformerData]) -> List[Doc]:
+            """Add the last listener's gradients, backpropagate the sum and update the weights."""
+            nonlocal sums
+            accumulate_gradient(d_trf_datas)
+            d_docs = bp_trf_full(trf_full.unsplit_by_doc(doc_gradient_arrays(trf_full, sums)))
+            if sgd is not None:
+                self.model.finish_update(sgd)
+            sums = []
+            return d_docs
+
+        for callback in (accumulate_gradient, backprop):
+            setattr(callback, TAKES_ATTENTION_GRADIENTS, takes_attentions)
+        batch_id = TransformerListener.get_batch_id(docs)
+        for listener in self.listeners[:-1]:
+            listener.receive(batch_id, trf_full.doc_data, accumulate_gradient)
+        if self.listeners:
+            self.listeners[-1].receive(batch_id, trf_full.doc_data, backprop)
+        return losses
+
+
+def add_gradients(sums: List[List], d_trf_datas: List[TransformerData]) -> float:
+    """Add each Doc's gradients to sums[i] = [d last_hidden_state, d attentions per layer or None].
+
+    Docs are matched by position, as in spacy-transformers. Returns the squared norm of the
+    added gradients, what spacy-transformers reports as the transformer's loss.
+    """
+    norm = 0.0
+    for i, d_trf_data in enumerate(d_trf_datas):
+        d_hidden = d_trf_data.model_output["last_hidden_state"]
+        d_attentions = d_trf_data.model_output.get("attentions")
+        norm += float((d_hidden**2).sum()) + sum(float((d_layer**2).sum()) for d_layer in d_attentions or ())
+        if i == len(sums):
+            sums.append([d_hidden, d_attentions])
+            continue
+        sums[i][0] += d_hidden
+        if d_attentions is not None and sums[i][1] is None:
+            sums[i][1] = d_attentions
+        elif d_attentions is not None:
+            for total, d_layer in zip(sums[i][1], d_attentions):
+                total += d_layer
+    return norm
+
+
+def doc_gradient_arrays(trf_full: FullTransformerBatch, sums: List[List]) -> List[List]:
+    """Per Doc [d last_hidden_state, d attentions of layer 0, ...], what `unsplit_by_doc` stacks.
+
+    The attention gradients are left out when no listener sent any, else zeros stand in for the
+    Docs without them.
+    """
+    if all(d_attentions is None for _, d_attentions in sums):
+        return [[d_hidden] for d_hidden, _ in sums]
+    outputs = [data.model_output for data in trf_full.doc_data if "last_hidden_state" in data.model_output]
+    return [
+        [d_hidden, *(d_attentions or [get_array_module(layer).zeros_like(layer) for layer in output["attentions"]])]
+        for (d_hidden, d_attentions), output in zip(sums, outputs)
+    ]

@@ -123,16 +123,24 @@ def _to_numpy(tensor) -> np.ndarray:
 
 
 def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
-    """The batch is numpy (alignment runs on the CPU); the scorer runs on torch's default device."""
+    """The batch is numpy (alignment runs on the CPU); the scorer runs on torch's default device.
+
+    The backprop gives a PairBatch of gradients: hidden (zeros when the scorer does not use the
+    embeddings) and, when batch.attention_requires_grad, attention (else None).
+    """
     device = get_torch_default_device()
     hidden = xp2torch(batch.hidden, requires_grad=is_train, device=device)
-    attention = None if batch.attention is None else xp2torch(batch.attention, device=device)
+    attention = None
+    if batch.attention is not None:
+        attention = xp2torch(batch.attention, requires_grad=is_train and batch.attention_requires_grad, device=device)
     args = (hidden, attention, xp2torch(batch.missing, device=device), xp2torch(batch.unshared, device=device))
 
     def grads_to_batch(d_args: ArgsKwargs) -> PairBatch:
-        d_hidden = d_args.args[0]
+        d_hidden, d_attention = d_args.args[:2]
         d_hidden = np.zeros_like(batch.hidden) if d_hidden is None else _to_numpy(d_hidden)
-        return replace(batch, hidden=d_hidden)
+        if batch.attention_requires_grad:
+            d_attention = np.zeros_like(batch.attention) if d_attention is None else _to_numpy(d_attention)
+        return replace(batch, hidden=d_hidden, attention=d_attention)
 
     return ArgsKwargs(args=args, kwargs={}), grads_to_batch
 

@@ -6,10 +6,10 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
-from spacy_transformers.layers import TransformerListener
 from thinc.api import Model
 
 from ..features import sentence_features
+from .attention_transformer import TransformerDataListener
 from .pair_scorer import ArcScores
 from .unit_scoring import score_chunks, transformer_gradients
 
@@ -41,9 +41,10 @@ def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[Tra
     """Registered as `spacy-pairatt.TransformerListener.v1`: the raw per-Doc TransformerData.
 
     Unlike `spacy-transformers.TransformerListener.v1`, it does not pool to token vectors, so
-    the attention maps and the wordpiece alignment reach the parser.
+    the attention maps and the wordpiece alignment reach the parser; and it says whether the
+    upstream transformer takes attention gradients.
     """
-    return TransformerListener(upstream_name=upstream)
+    return TransformerDataListener(upstream_name=upstream)
 
 
 def build_pairatt_parser(
@@ -55,7 +56,10 @@ def build_pairatt_parser(
     """Registered as `spacy-pairatt.PairAttParser.v1`.
 
     grad_factor scales the gradient sent back into the shared transformer (0 freezes it for
-    this component); max_pairs_per_chunk bounds the word pairs scored at once (memory).
+    this component); max_pairs_per_chunk bounds the word pairs scored at once (memory). The
+    gradient reaches the transformer through the hidden states, and through the attention weights
+    too when the upstream transformer takes it (`spacy-pairatt.AttentionTransformerModel.v1`
+    under `pairatt_transformer`).
     """
     return Model(
         "pairatt_parser_model",
@@ -70,7 +74,12 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
     tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
     features, sentences = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
-    scored, backprop_units = score_chunks(scorer, features, model.attrs["max_pairs_per_chunk"], is_train)
+    attention_requires_grad = (
+        is_train and model.attrs["grad_factor"] != 0 and getattr(tok2vec, "upstream_takes_attention_gradients", False)
+    )
+    scored, backprop_units = score_chunks(
+        scorer, features, model.attrs["max_pairs_per_chunk"], is_train, attention_requires_grad
+    )
     outputs = [parse_scores([sentences[i] for i in chunk], scores, mask) for chunk, scores, mask in scored]
 
     def backprop(d_scores: List[np.ndarray]) -> List[Doc]:
