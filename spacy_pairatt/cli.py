@@ -62,7 +62,11 @@ def convert_relation_data(args) -> None:
 def evaluate(args) -> None:
     from .evaluation import evaluate_pipeline, write_json
 
-    write_json(evaluate_pipeline(args.model, args.data, args.sentences), args.output)
+    try:
+        result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder)
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt evaluate: error: {error}") from error
+    write_json(result, args.output)
 
 
 def evaluate_relations(args) -> None:
@@ -225,6 +229,22 @@ def visualize(args) -> None:
     print(f"Saved {output}")
 
 
+def ablation(args) -> None:
+    """Train and score the Table 1 rows on one dataset, or tabulate them (see docs/ablation.md)."""
+    from .ablation import run_ablation, write_ablation_table
+
+    try:
+        if args.command == "ablation-run":
+            run_ablation(
+                args.dataset, args.train, args.dev, args.test, args.training_dir, args.results_dir, args.steps,
+                args.seed, args.dev_limit, args.adapted_encoder, args.gpu_id, args.rows,
+            )  # fmt: skip
+        else:
+            print(write_ablation_table(args.results_dir, args.output, args.json, args.title))
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {error}") from error
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -306,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="pipeline",
         help="where sentence boundaries come from: pipeline (default), gold, sentencizer, or the path "
         "of a pipeline whose senter is put in front",
+    )
+    evaluation.add_argument(
+        "--decoder", choices=("mst", "greedy"), help="decode every pairatt_parser this way (default: as saved)"
     )
     evaluation.set_defaults(func=evaluate)
     tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")
@@ -406,6 +429,29 @@ def build_parser() -> argparse.ArgumentParser:
     curves.add_argument("log", help="the console output of spacy train (e.g. results/train_pairatt.log)")
     curves.add_argument("--output", required=True, help="PNG file")
     pictures.set_defaults(func=visualize)
+    ablation_run = commands.add_parser(
+        "ablation-run", help="train the Table 1 rows on one dataset to one step budget, score dev and test"
+    )
+    ablation_run.add_argument("dataset", help="name recorded with the results (ewt, ptb)")
+    for split in ("train", "dev", "test"):
+        ablation_run.add_argument(f"--{split}", required=True, help=f"{split} .spacy corpus")
+    ablation_run.add_argument("--training-dir", required=True, help="folder for one spacy train output per model")
+    ablation_run.add_argument("--results-dir", required=True, help="folder for the per-row JSON files")
+    ablation_run.add_argument("--steps", type=int, required=True, help="training steps of every row")
+    ablation_run.add_argument("--seed", type=int, default=0, help="system.seed of every row (default: 0)")
+    ablation_run.add_argument("--dev-limit", type=int, default=0, help="dev sentences for model-best, 0: all")
+    ablation_run.add_argument("--adapted-encoder", help="mlm-adapt output for fea:mlm:emb+att")
+    ablation_run.add_argument("--gpu-id", type=int, default=-1)
+    ablation_run.add_argument("--rows", nargs="+", help="row keys to run (default: all)")
+    ablation_run.set_defaults(func=ablation)
+    ablation_tabulate = commands.add_parser(
+        "ablation-table", help="the Table 1 rows beside the paper's figures, and its orderings, as markdown and JSON"
+    )
+    ablation_tabulate.add_argument("--results-dir", required=True, help="folder with ewt/ and ptb/ of ablation-run")
+    ablation_tabulate.add_argument("--output", help="markdown file to write")
+    ablation_tabulate.add_argument("--json", help="JSON file to write")
+    ablation_tabulate.add_argument("--title", default="", help="a line written above the tables")
+    ablation_tabulate.set_defaults(func=ablation)
     return parser
 
 

@@ -11,20 +11,26 @@ from typing import Dict, List, Optional
 import spacy
 from spacy.training import Corpus, Example
 
+from .decoding import DECODERS
 from .scoring import score_parse
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
 
 
-def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_size: int = 64) -> Dict:
+def evaluate_pipeline(
+    model: str, data: str, sentences: str = "pipeline", batch_size: int = 64, decoder: Optional[str] = None
+) -> Dict:
     """Parse the corpus's texts with `model` and score them against it.
 
     sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
     segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
     spaCy's rule-based sentencizer in front of the pipeline, and a path puts the `senter` of the
-    pipeline saved there in front.
+    pipeline saved there in front. decoder ("mst" or "greedy") replaces the saved decoder of every
+    pairatt_parser, so one trained model is scored with and without MST.
     """
     nlp = spacy.load(model)
+    if decoder is not None:
+        set_decoder(nlp, decoder)
     if sentences == "sentencizer":
         nlp.add_pipe("sentencizer", first=True)
     elif sentences not in ("pipeline", "gold"):
@@ -43,6 +49,7 @@ def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_
         "model": str(model),
         "data": str(data),
         "sentences": sentences,
+        "decoders": parser_decoders(nlp),
         "pipeline": nlp.pipe_names,
         "n_docs": len(examples),
         "n_words": n_words,
@@ -50,6 +57,24 @@ def evaluate_pipeline(model: str, data: str, sentences: str = "pipeline", batch_
         "words_per_second": round(n_words / seconds, 1),
         "scores": score_parse(examples),
     }
+
+
+def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:
+    """The decoder of each pairatt_parser in the pipeline, by component name."""
+    return {
+        name: pipe.decoder for name, pipe in nlp.pipeline if nlp.get_pipe_meta(name).factory == "pairatt_parser"
+    }
+
+
+def set_decoder(nlp: spacy.Language, decoder: str) -> None:
+    """Decode every pairatt_parser of `nlp` with `decoder` from now on."""
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+    names = list(parser_decoders(nlp))
+    if not names:
+        raise ValueError(f"a decoder was given but the pipeline {nlp.pipe_names} has no pairatt_parser")
+    for name in names:
+        nlp.get_pipe(name).decoder = decoder
 
 
 def predict_examples(nlp: spacy.Language, examples: List[Example], batch_size: int = 64) -> float:

@@ -1,0 +1,328 @@
+"""The paper's Table 1 ablation on one encoder: its rows as data, training them to one step budget,
+and the table that sets the scores beside the paper's (docs/ablation.md).
+
+Every pairatt row trains with the greedy decoder (each word's best head, as the paper does in
+training), so spaCy's model-best is chosen on dev as the row is scored; `ft:emb+att (mst)` is the
+`ft:emb+att` model decoded with MST instead, so the MST comparison is on the same weights.
+"""
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+PAPER = "Meng et al. 2019, Table 1: BERT-base, full PTB (Stanford dependencies), UAS/LAS without punctuation"
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+TRAINING_DECODER = "greedy"
+EMBEDDINGS_ONLY = ("--components.pairatt_parser.model.scorer.use_attention", "false")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of Table 1. Rows with the same `training` share one trained model."""
+
+    key: str
+    name: str
+    description: str
+    config: str
+    training: str
+    decoder: Optional[str]
+    overrides: Tuple[str, ...] = ()
+    adapted_encoder: bool = False
+    paper_uas: Optional[float] = None
+    paper_las: Optional[float] = None
+
+
+ROWS = (
+    Row("fea_emb", "fea:emb", "frozen encoder, hidden states only", "configs/parser_minilm_fea.cfg",
+        "fea_emb", "greedy", EMBEDDINGS_ONLY, paper_uas=62.1, paper_las=55.5),
+    Row("fea_emb_att", "fea:emb+att", "frozen encoder, hidden states and attention", "configs/parser_minilm_fea.cfg",
+        "fea_emb_att", "greedy", paper_uas=77.2, paper_las=68.3),
+    Row("fea_mlm_emb_att", "fea:mlm:emb+att",
+        "frozen encoder after masked-LM training on the training set's text (the paper's fea:ptb:emb+att)",
+        "configs/parser_minilm_fea.cfg", "fea_mlm_emb_att", "greedy", adapted_encoder=True,
+        paper_uas=76.9, paper_las=67.4),
+    Row("ft_emb", "ft:emb", "fine-tuned encoder, hidden states only", "configs/parser_minilm.cfg",
+        "ft_emb", "greedy", EMBEDDINGS_ONLY, paper_uas=87.8, paper_las=86.0),
+    Row("ft_emb_att", "ft:emb+att",
+        "fine-tuned through hidden states and attention (AttentionTransformerModel.v1), greedy decoding",
+        "configs/parser_minilm_ftatt.cfg", "ft_emb_att", "greedy", paper_uas=89.3, paper_las=87.8),
+    Row("ft_emb_att_mst", "ft:emb+att (mst)", "the ft:emb+att model decoded with MST",
+        "configs/parser_minilm_ftatt.cfg", "ft_emb_att", "mst", paper_uas=90.9, paper_las=88.9),
+    Row("transition", "transition (reference)", "spaCy's transition parser on the same fine-tuned encoder",
+        "configs/transition_minilm.cfg", "transition", None),
+)  # fmt: skip
+ROWS_BY_KEY = {row.key: row for row in ROWS}
+
+
+@dataclass(frozen=True)
+class Dataset:
+    key: str
+    name: str
+    labelled: bool
+
+
+DATASETS = (
+    Dataset("ewt", "UD English-EWT 2.16", labelled=True),
+    Dataset("ptb", "PTB sample (NLTK's 10% of WSJ; heads only, so UAS alone)", labelled=False),
+)
+
+
+@dataclass(frozen=True)
+class Ordering:
+    """A claim of the paper: `better` scores above `worse` (test UAS)."""
+
+    claim: str
+    better: str
+    worse: str
+
+
+ORDERINGS = (
+    Ordering("attention helps feature-based", "fea_emb_att", "fea_emb"),
+    Ordering("attention helps fine-tuning", "ft_emb_att", "ft_emb"),
+    Ordering("MST helps", "ft_emb_att_mst", "ft_emb_att"),
+)
+
+
+def select_rows(keys: Optional[Sequence[str]]) -> List[Row]:
+    """The rows named by key, in table order (all when `keys` is empty)."""
+    if not keys:
+        return list(ROWS)
+    unknown = sorted(set(keys) - set(ROWS_BY_KEY))
+    if unknown:
+        raise ValueError(f"unknown ablation rows {unknown}; known: {list(ROWS_BY_KEY)}")
+    return [row for row in ROWS if row.key in keys]
+
+
+def budget_overrides(steps: int, seed: int, dev_limit: int) -> List[str]:
+    """`spacy train` overrides giving every row the same steps and schedule shape as the configs
+    (warm-up an eighth of the steps, four dev evaluations)."""
+    if steps < 1:
+        raise ValueError(f"steps must be at least 1, got {steps}")
+    return [
+        "--system.seed", str(seed),
+        "--training.max_epochs", "0",
+        "--training.max_steps", str(steps),
+        "--training.eval_frequency", str(max(1, steps // 4)),
+        "--training.optimizer.learn_rate.total_steps", str(steps),
+        "--training.optimizer.learn_rate.warmup_steps", str(max(1, steps // 8)),
+        "--corpora.dev.limit", str(dev_limit),
+    ]  # fmt: skip
+
+
+def train_command(
+    row: Row, train: str, dev: str, output: str, steps: int, seed: int, dev_limit: int = 0,
+    adapted_encoder: Optional[str] = None, gpu_id: int = -1,
+) -> List[str]:  # fmt: skip
+    """The `python -m spacy train` arguments of a row's training run."""
+    command = ["python", "-m", "spacy", "train", row.config, "--output", output, "--gpu-id", str(gpu_id)]
+    command += ["--paths.train", train, "--paths.dev", dev, *budget_overrides(steps, seed, dev_limit)]
+    if row.decoder is not None:
+        command += ["--components.pairatt_parser.decoder", TRAINING_DECODER]
+    command += list(row.overrides)
+    if row.adapted_encoder:
+        if not adapted_encoder:
+            raise ValueError(f"row {row.name} needs an adapted encoder (--adapted-encoder DIR from mlm-adapt)")
+        command += ["--components.transformer.model.name", adapted_encoder]
+    return command
+
+
+def run_ablation(
+    dataset: str, train: str, dev: str, test: str, training_dir: str, results_dir: str, steps: int,
+    seed: int = 0, dev_limit: int = 0, adapted_encoder: Optional[str] = None, gpu_id: int = -1,
+    rows: Optional[Sequence[str]] = None,
+) -> None:  # fmt: skip
+    """Train each selected row's model (timed, one `spacy train` process each), then score its
+    model-best on dev and on test once, into `results_dir`/{training}_train.json and {key}_{split}.json."""
+    from .evaluation import evaluate_pipeline, write_json
+
+    selected = select_rows(rows)
+    if adapted_encoder and not Path(adapted_encoder).is_dir():
+        raise ValueError(f"adapted encoder {adapted_encoder} is not a directory (run mlm-adapt first)")
+    for path in (train, dev, test):
+        if not Path(path).exists():
+            raise ValueError(f"{path} does not exist (run the convert / ptb-convert command first)")
+    results = Path(results_dir)
+    results.mkdir(parents=True, exist_ok=True)
+    trainings: Dict[str, Row] = {}
+    for row in selected:
+        trainings.setdefault(row.training, row)
+    for training, row in trainings.items():
+        command = train_command(
+            row, train, dev, str(Path(training_dir) / training), steps, seed, dev_limit, adapted_encoder, gpu_id
+        )
+        start = time.perf_counter()
+        subprocess.run([sys.executable, *command[1:]], check=True)
+        record = {
+            "dataset": dataset,
+            "config": row.config,
+            "command": shlex.join(command),
+            "encoder": adapted_encoder if row.adapted_encoder else DEFAULT_ENCODER,
+            "steps": steps,
+            "seed": seed,
+            "dev_limit": dev_limit,
+            "seconds": round(time.perf_counter() - start, 1),
+            "model": str(Path(training_dir) / training / "model-best"),
+        }
+        (results / f"{training}_train.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    for row in selected:
+        model = str(Path(training_dir) / row.training / "model-best")
+        for split, data in (("dev", dev), ("test", test)):
+            write_json(evaluate_pipeline(model, data, decoder=row.decoder), str(results / f"{row.key}_{split}.json"))
+
+
+def read_json(path: Path) -> Optional[Dict]:
+    return json.loads(path.read_text(encoding="utf8")) if path.exists() else None
+
+
+def split_scores(result: Optional[Dict], labelled: bool) -> Optional[Dict]:
+    """Percentages of an evaluate result: UAS (and LAS on labelled data) without punctuation, and
+    the share of sentences parsed as one tree."""
+    if result is None:
+        return None
+    scores = result["scores"]
+
+    def pct(name):
+        return None if scores.get(name) is None else round(100 * scores[name], 2)
+
+    return {"uas": pct("dep_uas"), "las": pct("dep_las") if labelled else None, "trees": pct("dep_single_tree")}
+
+
+def dataset_rows(results_dir: Path, dataset: Dataset) -> List[Dict]:
+    """Every row of one dataset with what its files hold (None where a file is missing)."""
+    folder = results_dir / dataset.key
+    records = []
+    for row in ROWS:
+        train = read_json(folder / f"{row.training}_train.json")
+        records.append(
+            {
+                "key": row.key,
+                "row": row.name,
+                "description": row.description,
+                "config": row.config,
+                "decoder": row.decoder,
+                "encoder": train and train["encoder"],
+                "steps": train and train["steps"],
+                "seed": train and train["seed"],
+                "train_seconds": train and train["seconds"],
+                "dev": split_scores(read_json(folder / f"{row.key}_dev.json"), dataset.labelled),
+                "test": split_scores(read_json(folder / f"{row.key}_test.json"), dataset.labelled),
+                "paper": {"uas": row.paper_uas, "las": row.paper_las},
+            }
+        )
+    return records
+
+
+def ordering_verdict(better: Optional[float], worse: Optional[float]) -> Dict:
+    """Whether `better` > `worse`; "not measured" when either is missing."""
+    if better is None or worse is None:
+        return {"verdict": "not measured", "difference": None}
+    return {"verdict": "holds" if better > worse else "does not hold", "difference": round(better - worse, 2)}
+
+
+def orderings(records: Dict[str, List[Dict]]) -> List[Dict]:
+    """The paper's three orderings on its figures and on each dataset's test UAS."""
+    results = []
+    for ordering in ORDERINGS:
+        better, worse = ROWS_BY_KEY[ordering.better], ROWS_BY_KEY[ordering.worse]
+        entry = {
+            "claim": ordering.claim,
+            "comparison": f"{better.name} > {worse.name}",
+            "paper": ordering_verdict(better.paper_uas, worse.paper_uas),
+        }
+        for dataset, rows in records.items():
+            test = {record["key"]: record["test"] for record in rows}
+            entry[dataset] = ordering_verdict(
+                (test[ordering.better] or {}).get("uas"), (test[ordering.worse] or {}).get("uas")
+            )
+        results.append(entry)
+    return results
+
+
+def ablation_table(results_dir: Path) -> Dict:
+    """Everything the markdown shows, from `results_dir`/{ewt,ptb}/*.json."""
+    records = {dataset.key: dataset_rows(Path(results_dir), dataset) for dataset in DATASETS}
+    return {
+        "unit": "percent",
+        "paper": PAPER,
+        "datasets": {dataset.key: {"name": dataset.name, "rows": records[dataset.key]} for dataset in DATASETS},
+        "orderings": orderings(records),
+    }
+
+
+def cell(value, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def verdict_text(verdict: Dict) -> str:
+    if verdict["difference"] is None:
+        return verdict["verdict"]
+    return f"{verdict['verdict']} ({verdict['difference']:+.1f})"
+
+
+def dataset_markdown(dataset: Dataset, rows: List[Dict]) -> str:
+    metrics = ("uas", "las") if dataset.labelled else ("uas",)
+    score_heads = [f"{split} {metric.upper()}" for split in ("dev", "test") for metric in metrics]
+    heads = ["row", "encoder", "decoder", "steps", "seed", "train s", *score_heads, "test trees"]
+    heads += ["paper UAS", "paper LAS"]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for row in rows:
+        scores = [cell((row[split] or {}).get(metric)) for split in ("dev", "test") for metric in metrics]
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    row["row"],
+                    row["encoder"] or "not run",
+                    row["decoder"] or "transition",
+                    cell(row["steps"], 0),
+                    cell(row["seed"], 0),
+                    cell(row["train_seconds"], 0),
+                    *scores,
+                    cell((row["test"] or {}).get("trees")),
+                    cell(row["paper"]["uas"]),
+                    cell(row["paper"]["las"]),
+                ]
+            )
+            + " |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def ablation_markdown(table: Dict, title: str = "") -> str:
+    """Per-dataset tables beside the paper's figures, then the paper's orderings on test UAS."""
+    parts = [title + "\n"] if title else []
+    parts.append(
+        f"Paper: {table['paper']}. Our scores are percentages without punctuation; the paper's "
+        "columns are its full-PTB figures on BERT-base, shown for direction, not for comparison. "
+        "Rows other than `(mst)` decode greedily (each word's best head); `ft:emb+att (mst)` is the "
+        "same model as `ft:emb+att` decoded with MST. model-best is chosen on dev; test is read once "
+        "per row. `train s` is the wall time of the whole `spacy train` process; `test trees` the "
+        "share of test sentences parsed as one tree.\n"
+    )
+    for dataset in DATASETS:
+        parts.append(f"## {table['datasets'][dataset.key]['name']}\n")
+        parts.append(dataset_markdown(dataset, table["datasets"][dataset.key]["rows"]))
+    parts.append("## The paper's orderings (test UAS, difference in points)\n")
+    names = [dataset.key for dataset in DATASETS]
+    lines = ["| claim | comparison | paper | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+    for entry in table["orderings"]:
+        verdicts = [verdict_text(entry[name]) for name in ("paper", *names)]
+        lines.append(f"| {entry['claim']} | {entry['comparison']} | " + " | ".join(verdicts) + " |")
+    parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def write_ablation_table(results_dir: str, output: Optional[str], json_output: Optional[str], title: str = "") -> str:
+    """Write the markdown and JSON; returns the markdown."""
+    table = ablation_table(Path(results_dir))
+    text = ablation_markdown(table, title)
+    for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(content, encoding="utf8")
+    return text

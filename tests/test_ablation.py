@@ -1,0 +1,147 @@
+"""The Table 1 ablation: row commands, the table and orderings from constructed evaluation JSON,
+and evaluate's decoder override on a tiny saved pipeline."""
+
+import json
+
+import pytest
+from conftest import UD_DIR, examples_from_docs, make_pipeline, read_conllu_sentences
+from spacy.tokens import DocBin
+from thinc.api import fix_random_seed
+
+from spacy_pairatt.ablation import (
+    EMBEDDINGS_ONLY,
+    ROWS,
+    ROWS_BY_KEY,
+    ablation_table,
+    ordering_verdict,
+    select_rows,
+    train_command,
+    write_ablation_table,
+)
+from spacy_pairatt.cli import main
+
+PAPER_FIGURES = ("62.1", "55.5", "77.2", "68.3", "76.9", "67.4", "87.8", "86.0", "89.3", "87.8", "90.9", "88.9")
+
+
+def write_result(folder, name, uas, las=None, trees=1.0):
+    folder.mkdir(parents=True, exist_ok=True)
+    scores = {"dep_uas": uas, "dep_las": las, "dep_single_tree": trees}
+    (folder / name).write_text(json.dumps({"scores": scores}), encoding="utf8")
+
+
+def write_training(folder, training, seconds=12.5):
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"encoder": "all-MiniLM-L6-v2", "steps": 40, "seed": 0, "seconds": seconds}
+    (folder / f"{training}_train.json").write_text(json.dumps(record), encoding="utf8")
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    """EWT: attention helps feature-based (0.70 > 0.60), not fine-tuning (0.80 < 0.85), MST row
+    missing; PTB: ft:emb only."""
+    ewt = tmp_path / "ewt"
+    test_uas = {"fea_emb": 0.60, "fea_emb_att": 0.70, "ft_emb": 0.85, "ft_emb_att": 0.80, "transition": 0.83}
+    for key, uas in test_uas.items():
+        write_training(ewt, ROWS_BY_KEY[key].training)
+        write_result(ewt, f"{key}_dev.json", uas - 0.01, uas - 0.05)
+        write_result(ewt, f"{key}_test.json", uas, uas - 0.04, trees=0.9)
+    write_training(tmp_path / "ptb", "ft_emb")
+    write_result(tmp_path / "ptb", "ft_emb_test.json", 0.75, 0.75)
+    return tmp_path
+
+
+def test_ordering_verdicts_true_false_and_missing():
+    assert ordering_verdict(80.0, 70.0) == {"verdict": "holds", "difference": 10.0}
+    assert ordering_verdict(70.0, 70.0)["verdict"] == "does not hold"
+    assert ordering_verdict(60.0, 70.0) == {"verdict": "does not hold", "difference": -10.0}
+    assert ordering_verdict(None, 70.0) == {"verdict": "not measured", "difference": None}
+
+
+def test_orderings_from_results(results_dir):
+    table = ablation_table(results_dir)
+    verdicts = {entry["claim"]: entry for entry in table["orderings"]}
+    assert [entry["paper"]["verdict"] for entry in table["orderings"]] == ["holds"] * 3
+    assert verdicts["attention helps feature-based"]["ewt"] == {"verdict": "holds", "difference": 10.0}
+    assert verdicts["attention helps fine-tuning"]["ewt"] == {"verdict": "does not hold", "difference": -5.0}
+    assert verdicts["MST helps"]["ewt"]["verdict"] == "not measured"
+    assert {entry["ptb"]["verdict"] for entry in table["orderings"]} == {"not measured"}
+
+
+def test_rows_hold_percentages_and_las_only_on_labelled_data(results_dir):
+    table = ablation_table(results_dir)
+    ewt = {row["key"]: row for row in table["datasets"]["ewt"]["rows"]}
+    assert ewt["fea_emb_att"]["test"] == {"uas": 70.0, "las": 66.0, "trees": 90.0}
+    assert ewt["fea_emb_att"]["train_seconds"] == 12.5 and ewt["fea_emb_att"]["steps"] == 40
+    assert ewt["ft_emb_att_mst"]["test"] is None and ewt["ft_emb_att_mst"]["decoder"] == "mst"
+    # the MST row shares ft:emb+att's training record
+    assert ewt["ft_emb_att_mst"]["train_seconds"] == 12.5
+    ptb = {row["key"]: row for row in table["datasets"]["ptb"]["rows"]}
+    assert ptb["ft_emb"]["test"]["las"] is None
+    assert ptb["fea_emb"]["encoder"] is None
+
+
+def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tmp_path):
+    markdown, json_path = tmp_path / "out" / "ablation.md", tmp_path / "out" / "ablation.json"
+    text = write_ablation_table(str(results_dir), str(markdown), str(json_path), "# Title")
+    assert markdown.read_text(encoding="utf8") == text and text.startswith("# Title\n")
+    ewt_part, ptb_part = text.split("## PTB sample")
+    for part in (ewt_part, ptb_part):
+        for row in ROWS:
+            assert f"| {row.name} |" in part
+        for figure in PAPER_FIGURES:
+            assert f"| {figure} |" in part
+    assert "| dev UAS | dev LAS | test UAS | test LAS |" in ewt_part
+    assert "| dev UAS | test UAS | test trees |" in ptb_part and "test LAS" not in ptb_part
+    assert "| fea:emb+att | all-MiniLM-L6-v2 | greedy | 40 | 0 | 12 | 69.0 | 65.0 | 70.0 | 66.0 | 90.0 |" in text
+    assert "| fea:emb | not run |" in ptb_part
+    assert "| attention helps fine-tuning | ft:emb+att > ft:emb | holds (+1.5) | does not hold (-5.0) |" in text
+    assert json.loads(json_path.read_text(encoding="utf8")) == ablation_table(results_dir)
+
+
+def test_train_commands_share_one_budget_and_differ_only_where_the_rows_do():
+    def command(key, **kwargs):
+        return train_command(ROWS_BY_KEY[key], "train.spacy", "dev.spacy", "out", 40, 3, 100, **kwargs)
+
+    budget = ["--training.max_steps", "40", "--training.optimizer.learn_rate.total_steps", "40"]
+    for row in ROWS:
+        args = command(row.key, adapted_encoder="mlm_dir")
+        assert args[:5] == ["python", "-m", "spacy", "train", row.config]
+        assert all(" ".join(budget[i : i + 2]) in " ".join(args) for i in (0, 2))
+        assert "--system.seed 3" in " ".join(args) and "--corpora.dev.limit 100" in " ".join(args)
+        assert (" ".join(EMBEDDINGS_ONLY) in " ".join(args)) == (row.key in ("fea_emb", "ft_emb"))
+        assert ("--components.pairatt_parser.decoder greedy" in " ".join(args)) == (row.key != "transition")
+        assert ("--components.transformer.model.name mlm_dir" in " ".join(args)) == (row.key == "fea_mlm_emb_att")
+    assert command("ft_emb_att") == command("ft_emb_att_mst")
+    with pytest.raises(ValueError, match="adapted encoder"):
+        command("fea_mlm_emb_att")
+    with pytest.raises(ValueError, match="steps"):
+        train_command(ROWS[0], "t", "d", "o", 0, 0)
+
+
+def test_select_rows_keeps_table_order_and_names_unknown_rows():
+    assert [row.key for row in select_rows(["ft_emb", "fea_emb"])] == ["fea_emb", "ft_emb"]
+    assert select_rows(None) == list(ROWS)
+    with pytest.raises(ValueError, match="ft_att"):
+        select_rows(["ft_att"])
+
+
+def test_evaluate_decoder_override(tiny_bert_dir, ud_train_docs, tmp_path):
+    """An untrained parser decoded greedily leaves some sentences without one tree; MST never does."""
+    fix_random_seed(0)
+    nlp = make_pipeline(tiny_bert_dir)
+    nlp.initialize(lambda: examples_from_docs(nlp, ud_train_docs[:20]))
+    nlp.to_disk(tmp_path / "model")
+    DocBin(docs=read_conllu_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20)).to_disk(tmp_path / "dev.spacy")
+    model, data, results = str(tmp_path / "model"), str(tmp_path / "dev.spacy"), {}
+    for decoder in ("greedy", "mst"):
+        output = tmp_path / f"{decoder}.json"
+        main(["evaluate", model, data, "--decoder", decoder, "--output", str(output)])
+        results[decoder] = json.loads(output.read_text())
+    assert results["greedy"]["decoders"] == {"pairatt_parser": "greedy"}
+    assert results["mst"]["decoders"] == {"pairatt_parser": "mst"}
+    assert results["mst"]["scores"]["dep_single_tree"] == 1.0
+    assert results["greedy"]["scores"]["dep_single_tree"] < 1.0
+    nlp.remove_pipe("pairatt_parser")
+    nlp.to_disk(tmp_path / "encoder_only")
+    with pytest.raises(SystemExit, match="no pairatt_parser"):
+        main(["evaluate", str(tmp_path / "encoder_only"), data, "--decoder", "mst"])
