@@ -21,6 +21,7 @@ from spacy_pairatt.corpora.semeval import (
     fetch_semeval,
     make_example_doc,
     semeval_label,
+    stratified_dev_indices,
 )
 from spacy_pairatt.relation_metrics import SEMEVAL_LABELS, semeval_official_scores
 from spacy_pairatt.relations import Relation, register_relations_extension
@@ -75,14 +76,35 @@ def test_fetch_links_the_local_copy_and_refuses_a_changed_one(raw, tmp_path):
         fetch_semeval(tmp_path / "out", tmp_path / "changed")
 
 
+def training_docs_in_file_order(converted):
+    return sorted(converted["train"] + converted["dev"], key=lambda doc: doc.user_data["semeval_id"])
+
+
 def test_splits_keep_every_example_in_file_order(raw, converted):
     assert [len(converted[name]) for name in ("train", "dev", "test")] == [7200, 800, 2717]
-    for docs, examples in ((converted["train"] + converted["dev"], raw["train"]), (converted["test"], raw["test"])):
+    for name in ("train", "dev"):
+        ids = [doc.user_data["semeval_id"] for doc in converted[name]]
+        assert ids == sorted(ids)
+    for docs, examples in ((training_docs_in_file_order(converted), raw["train"]), (converted["test"], raw["test"])):
         assert [doc.user_data["semeval_id"] for doc in docs] == [int(sentence_id) for sentence_id, _, _ in examples]
 
 
+def test_dev_split_is_stratified_by_label(raw, converted):
+    whole = Counter(label for _, _, label in raw["train"])
+    dev = Counter(semeval_label(doc) for doc in converted["dev"])
+    assert all(abs(dev[label] - count / 10) <= 1 for label, count in whole.items()), (dev, whole)
+
+
+def test_stratified_dev_indices_depend_on_the_seed_only():
+    labels = [random.Random(3).choice("abc") for _ in range(1000)]
+    dev = stratified_dev_indices(labels)
+    assert dev == stratified_dev_indices(labels) != stratified_dev_indices(labels, seed=1)
+    assert len(dev) == 100 and dev == sorted(dev)
+    assert all(abs(Counter(labels[index] for index in dev)[label] - count / 10) <= 1 for label, count in Counter(labels).items())
+
+
 def test_directional_labels_come_back_from_the_relations(raw, converted):
-    for docs, examples in ((converted["train"] + converted["dev"], raw["train"]), (converted["test"], raw["test"])):
+    for docs, examples in ((training_docs_in_file_order(converted), raw["train"]), (converted["test"], raw["test"])):
         labels = [semeval_label(doc) for doc in docs]
         assert labels == [label for _, _, label in examples]
         assert Counter(labels) == Counter(label for _, _, label in examples)
@@ -90,7 +112,7 @@ def test_directional_labels_come_back_from_the_relations(raw, converted):
 
 def test_e1_e2_spans_hold_the_tagged_text(raw, converted):
     glued = []
-    for docs, examples in ((converted["train"] + converted["dev"], raw["train"]), (converted["test"], raw["test"])):
+    for docs, examples in ((training_docs_in_file_order(converted), raw["train"]), (converted["test"], raw["test"])):
         for doc, (sentence_id, tagged, _) in zip(docs, examples):
             assert [ent.label_ for ent in doc.ents] == ["ENTITY", "ENTITY"]
             assert doc.text == re.sub(r"</?e[12]>", "", tagged)

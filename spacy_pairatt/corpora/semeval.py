@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
+import numpy
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc
@@ -40,7 +41,8 @@ SEMEVAL_FILES = {
     ),
     TEST_FILE: (MIRROR_URL.format(name=TEST_FILE), "066b269d0bebbefaba2f347671b373d45fdecad9191513417572a07bc61b9566"),
 }
-N_DEV = 800  # the last 800 training examples, in file order, are the dev split
+DEV_EVERY = 10  # every 10th training example of each label, in a seeded shuffle: 800 of 8,000
+DEV_SEED = 0
 TAGS = ["<e1>", "</e1>", "<e2>", "</e2>"]
 TAG = re.compile(r"</?e[12]>")
 DIRECTED = re.compile(r"^(?P<relation>[A-Za-z-]+)\((?P<direction>e1,e2|e2,e1)\)$")
@@ -127,16 +129,30 @@ def read_semeval(path: Path, nlp: Optional[Language] = None, markers: bool = Fal
         yield make_example_doc(nlp, sentence_id, tagged, label, markers)
 
 
-def semeval_splits(src_dir: Path, markers: bool = False) -> Dict[str, List[Doc]]:
-    """train: the first 7,200 training examples, dev: the last 800 (file order), test: all 2,717.
+def stratified_dev_indices(labels: List[str], every: int = DEV_EVERY, seed: int = DEV_SEED) -> List[int]:
+    """Indices of a dev split of len(labels) // every examples whose label counts are each within
+    one of 1/every of the whole: labels sorted, ties broken by a seeded shuffle, every every-th taken.
 
-    The official release has no dev split. Note that examples 7110-8000 come from SemEval-2007
-    Task 4 (training README), so dev leans to relations 1-5.
+    A split by file position would not do: examples 7110-8000 of TRAIN_FILE.TXT come from
+    SemEval-2007 Task 4 (training README), so the last 800 hold 5 Message-Topic and 251 Other.
     """
+    shuffled_rank = numpy.random.default_rng(seed).permutation(len(labels))
+    by_label = numpy.lexsort((shuffled_rank, numpy.asarray(labels)))
+    return sorted(by_label[every - 1 :: every].tolist())
+
+
+def semeval_splits(src_dir: Path, markers: bool = False) -> Dict[str, List[Doc]]:
+    """train: 7,200 training examples, dev: the other 800, stratified by the 19-way label
+    (`stratified_dev_indices`), test: all 2,717; each in file order. The release has no dev split."""
     nlp = spacy.blank("en")
     train = list(read_semeval(src_dir / TRAIN_FILE, nlp, markers))
     test = list(read_semeval(src_dir / TEST_FILE, nlp, markers))
-    return {"train": train[:-N_DEV], "dev": train[-N_DEV:], "test": test}
+    dev_indices = set(stratified_dev_indices([semeval_label(doc) for doc in train]))
+    return {
+        "train": [doc for index, doc in enumerate(train) if index not in dev_indices],
+        "dev": [doc for index, doc in enumerate(train) if index in dev_indices],
+        "test": test,
+    }
 
 
 def convert_semeval(src_dir: Path, out_dir: Path, markers: bool = False) -> Dict[str, Path]:
