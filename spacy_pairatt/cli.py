@@ -365,9 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("text", "conllu"),
         help="text: one document per non-empty line (default); conllu: one document per sentence",
     )
-    parsing.add_argument(
-        "--output", help="output file (default: stdout); with Dask, the directory for the shard files"
-    )
+    parsing.add_argument("--output", help="output file (default: stdout); with Dask, the directory for the shard files")
     parsing.add_argument(
         "--output-format",
         default="conllu",

@@ -87,9 +87,10 @@ def dask_client(scheduler_address: Optional[str], n_workers: int) -> Iterator[Cl
         with client:
             yield client
         return
-    with LocalCluster(
-        n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         yield client
 
 

@@ -61,9 +61,7 @@ def evaluate_pipeline(
 
 def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:
     """The decoder of each pairatt_parser in the pipeline, by component name."""
-    return {
-        name: pipe.decoder for name, pipe in nlp.pipeline if nlp.get_pipe_meta(name).factory == "pairatt_parser"
-    }
+    return {name: pipe.decoder for name, pipe in nlp.pipeline if nlp.get_pipe_meta(name).factory == "pairatt_parser"}
 
 
 def set_decoder(nlp: spacy.Language, decoder: str) -> None:

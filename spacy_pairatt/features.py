@@ -170,9 +170,7 @@ def entity_features(
         arrays = doc_arrays(doc_index, doc, trf_data, use_attention)
         tokens = [np.arange(start, end) for mentions in doc_entities for start, end in mentions]
         units = [
-            np.full(end - start, unit)
-            for unit, mentions in enumerate(doc_entities, start=1)
-            for start, end in mentions
+            np.full(end - start, unit) for unit, mentions in enumerate(doc_entities, start=1) for start, end in mentions
         ]
         alignment = align_token_groups(
             arrays[2], arrays[3], arrays[0].shape[1], np.concatenate(tokens), np.concatenate(units)

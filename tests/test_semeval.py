@@ -100,7 +100,8 @@ def test_stratified_dev_indices_depend_on_the_seed_only():
     dev = stratified_dev_indices(labels)
     assert dev == stratified_dev_indices(labels) != stratified_dev_indices(labels, seed=1)
     assert len(dev) == 100 and dev == sorted(dev)
-    assert all(abs(Counter(labels[index] for index in dev)[label] - count / 10) <= 1 for label, count in Counter(labels).items())
+    dev_counts = Counter(labels[index] for index in dev)
+    assert all(abs(dev_counts[label] - count / 10) <= 1 for label, count in Counter(labels).items())
 
 
 def test_directional_labels_come_back_from_the_relations(raw, converted):

@@ -164,9 +164,7 @@ def compact_copy(data: TransformerData, dtype: np.dtype) -> TransformerData:
             if wordpieces.token_type_ids is None
             else to_numpy(wordpieces.token_type_ids)[:, :width].copy(),
         ),
-        model_output=ModelOutput(
-            {key: trim_output(value, width, dtype) for key, value in data.model_output.items()}
-        ),
+        model_output=ModelOutput({key: trim_output(value, width, dtype) for key, value in data.model_output.items()}),
         align=Ragged(
             (indices // padded * width + indices % padded).astype(data.align.dataXd.dtype),
             to_numpy(data.align.lengths).copy(),

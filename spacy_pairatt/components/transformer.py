@@ -81,9 +81,7 @@ class WordpieceBatchedTransformer(Transformer):
         lengths = [len(ids) for ids in encoded]
         rows = np.array([len(spans) for spans in nested_spans], dtype="int64")
         ends = np.cumsum(rows)
-        widths = np.array(
-            [max(lengths[end - n : end], default=0) for end, n in zip(ends, rows)], dtype="int64"
-        )
+        widths = np.array([max(lengths[end - n : end], default=0) for end, n in zip(ends, rows)], dtype="int64")
         return widths, rows
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:

@@ -55,9 +55,7 @@ def forward(model: Model, inputs: Tuple[List[Doc], List[DocEntities]], is_train:
     trf_datas, backprop_trf = tok2vec(docs, is_train)
     features = entity_features(docs, trf_datas, entities, scorer.attrs["use_attention"])
     scored, backprop_units = score_chunks(scorer, features, model.attrs["max_pairs_per_chunk"], is_train)
-    outputs = [
-        RelationScores([features[i].doc_index for i in chunk], scores, mask) for chunk, scores, mask in scored
-    ]
+    outputs = [RelationScores([features[i].doc_index for i in chunk], scores, mask) for chunk, scores, mask in scored]
 
     def backprop(d_scores: List[np.ndarray]):
         return backprop_trf(transformer_gradients(model, trf_datas, features, backprop_units(d_scores)))
