@@ -131,6 +131,14 @@ def train_command(
     return command
 
 
+def config_learn_rate(config_path: str) -> Optional[float]:
+    """The initial learning rate of a training config's schedule (None when it has no such setting)."""
+    from spacy.util import load_config
+
+    learn_rate = load_config(config_path, interpolate=False)["training"]["optimizer"]["learn_rate"]
+    return learn_rate.get("initial_rate") if isinstance(learn_rate, dict) else learn_rate
+
+
 def run_ablation(
     dataset: str, train: str, dev: str, test: str, training_dir: str, results_dir: str, steps: int,
     seed: int = 0, dev_limit: int = 0, adapted_encoder: Optional[str] = None, gpu_id: int = -1,
@@ -164,6 +172,7 @@ def run_ablation(
             "encoder": adapted_encoder if row.adapted_encoder else DEFAULT_ENCODER,
             "steps": steps,
             "seed": seed,
+            "learn_rate": config_learn_rate(row.config),
             "dev_limit": dev_limit,
             "seconds": round(time.perf_counter() - start, 1),
             "model": str(Path(training_dir) / training / "model-best"),
@@ -208,6 +217,7 @@ def dataset_rows(results_dir: Path, dataset: Dataset) -> List[Dict]:
                 "encoder": train and train["encoder"],
                 "steps": train and train["steps"],
                 "seed": train and train["seed"],
+                "learn_rate": train and train.get("learn_rate"),
                 "train_seconds": train and train["seconds"],
                 "dev": split_scores(read_json(folder / f"{row.key}_dev.json"), dataset.labelled),
                 "test": split_scores(read_json(folder / f"{row.key}_test.json"), dataset.labelled),
@@ -267,7 +277,7 @@ def verdict_text(verdict: Dict) -> str:
 def dataset_markdown(dataset: Dataset, rows: List[Dict]) -> str:
     metrics = ("uas", "las") if dataset.labelled else ("uas",)
     score_heads = [f"{split} {metric.upper()}" for split in ("dev", "test") for metric in metrics]
-    heads = ["row", "encoder", "decoder", "steps", "seed", "train s", *score_heads, "test trees"]
+    heads = ["row", "encoder", "decoder", "steps", "seed", "lr", "train s", *score_heads, "test trees"]
     heads += ["paper UAS", "paper LAS"]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     for row in rows:
@@ -281,6 +291,7 @@ def dataset_markdown(dataset: Dataset, rows: List[Dict]) -> str:
                     row["decoder"] or "transition",
                     cell(row["steps"], 0),
                     cell(row["seed"], 0),
+                    "–" if row["learn_rate"] is None else f"{row['learn_rate']:g}",
                     cell(row["train_seconds"], 0),
                     *scores,
                     cell((row["test"] or {}).get("trees")),
@@ -301,8 +312,8 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
         "columns are its full-PTB figures on BERT-base, shown for direction, not for comparison. "
         "Rows other than `(mst)` decode greedily (each word's best head); `ft:emb+att (mst)` is the "
         "same model as `ft:emb+att` decoded with MST. model-best is chosen on dev; test is read once "
-        "per row. `train s` is the wall time of the whole `spacy train` process; `test trees` the "
-        "share of test sentences parsed as one tree.\n"
+        "per row. `lr`: the initial learning rate of the row's config. `train s` is the wall time of "
+        "the whole `spacy train` process; `test trees` the share of test sentences parsed as one tree.\n"
     )
     for dataset in DATASETS:
         parts.append(f"## {table['datasets'][dataset.key]['name']}\n")

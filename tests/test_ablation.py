@@ -13,6 +13,7 @@ from spacy_pairatt.ablation import (
     ROWS,
     ROWS_BY_KEY,
     ablation_table,
+    config_learn_rate,
     ordering_verdict,
     select_rows,
     train_command,
@@ -29,9 +30,9 @@ def write_result(folder, name, uas, las=None, trees=1.0):
     (folder / name).write_text(json.dumps({"scores": scores}), encoding="utf8")
 
 
-def write_training(folder, training, seconds=12.5):
+def write_training(folder, training, seconds=12.5, learn_rate=1e-3):
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"encoder": "all-MiniLM-L6-v2", "steps": 40, "seed": 0, "seconds": seconds}
+    record = {"encoder": "all-MiniLM-L6-v2", "steps": 40, "seed": 0, "learn_rate": learn_rate, "seconds": seconds}
     (folder / f"{training}_train.json").write_text(json.dumps(record), encoding="utf8")
 
 
@@ -92,7 +93,8 @@ def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tm
             assert f"| {figure} |" in part
     assert "| dev UAS | dev LAS | test UAS | test LAS |" in ewt_part
     assert "| dev UAS | test UAS | test trees |" in ptb_part and "test LAS" not in ptb_part
-    assert "| fea:emb+att | all-MiniLM-L6-v2 | greedy | 40 | 0 | 12 | 69.0 | 65.0 | 70.0 | 66.0 | 90.0 |" in text
+    fea_emb_att = "| fea:emb+att | all-MiniLM-L6-v2 | greedy | 40 | 0 | 0.001 | 12 | 69.0 | 65.0 | 70.0 | 66.0 | 90.0 |"
+    assert fea_emb_att in text
     assert "| fea:emb | not run |" in ptb_part
     assert "| attention helps fine-tuning | ft:emb+att > ft:emb | holds (+1.5) | does not hold (-5.0) |" in text
     assert json.loads(json_path.read_text(encoding="utf8")) == ablation_table(results_dir)
@@ -145,3 +147,11 @@ def test_evaluate_decoder_override(tiny_bert_dir, ud_train_docs, tmp_path):
     nlp.to_disk(tmp_path / "encoder_only")
     with pytest.raises(SystemExit, match="no pairatt_parser"):
         main(["evaluate", str(tmp_path / "encoder_only"), data, "--decoder", "mst"])
+
+
+def test_learn_rate_is_read_from_the_row_config(tmp_path):
+    assert config_learn_rate(ROWS_BY_KEY["fea_emb"].config) == 1e-3
+    assert config_learn_rate(ROWS_BY_KEY["ft_emb"].config) == 1e-4
+    config = tmp_path / "constant.cfg"
+    config.write_text("[training]\n\n[training.optimizer]\nlearn_rate = 0.02\n", encoding="utf8")
+    assert config_learn_rate(str(config)) == 0.02
