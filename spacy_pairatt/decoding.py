@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .validation import head_array_problem
+
 ROOT_HEAD = -1
 """Value stored in ``heads[0]``: the artificial root has no head."""
 
@@ -225,22 +227,14 @@ def is_single_rooted_tree(heads: np.ndarray) -> bool:
     """Whether ``heads`` (``heads[0]`` ignored) is one tree with a single ROOT child.
 
     Requires integer heads in ``0..n``, no self-loops, exactly one word headed
-    by 0 and every word reaching 0 (no cycles).  The empty sentence (n = 0)
-    counts as a valid tree so that every ``mst_heads`` output passes.
+    by 0 and every word reaching 0 (no cycles): `validation.head_array_problem`.
+    The empty sentence (n = 0) counts as a valid tree so that every ``mst_heads``
+    output passes.
     """
     heads = np.asarray(heads)
     if heads.ndim != 1 or heads.size == 0 or not np.issubdtype(heads.dtype, np.integer):
         return False
-    n = heads.size - 1
-    if n == 0:
-        return True
-    words = heads[1:]
-    if ((words < 0) | (words > n)).any() or (words == np.arange(1, n + 1)).any():
-        return False
-    if np.count_nonzero(words == 0) != 1:
-        return False
-    parents = np.concatenate(([0], words)).astype(np.int64)
-    return bool((_reach_root(parents) == 0).all())
+    return heads.size == 1 or head_array_problem(heads[1:]) is None
 
 
 _DECODERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {

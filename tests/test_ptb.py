@@ -18,9 +18,9 @@ from spacy_pairatt.corpora.ptb import (
     fetch_ptb,
     read_malt_tab,
     split_files,
-    tree_problem,
 )
 from spacy_pairatt.decoding import is_single_rooted_tree
+from spacy_pairatt.validation import head_array_problem
 
 PTB_DIR = DATA / "ptb_sample"
 
@@ -111,10 +111,11 @@ def test_fetch_links_the_local_copy_and_checks_it(shipped, tmp_path):
         ([0, 0, 2], r"words \[1, 2\] all have head 0"),
         ([2, 3, 2], "no word has head 0"),
         ([0, 3, 2], r"words \[2, 3\] form a cycle"),
+        ([0, 2, 2], r"words \[2\] are their own heads"),
     ],
 )
-def test_tree_problem(heads, problem):
-    found = tree_problem(np.array(heads))
+def test_head_array_problem(heads, problem):
+    found = head_array_problem(np.array(heads))
     if problem is None:
         assert found is None
     else:

@@ -24,7 +24,7 @@ import numpy as np
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
-from ..validation import cycle_members
+from ..validation import head_array_problem
 from .files import sha256_lf, write_docbins
 
 TREEBANK_DIR = "dependency_treebank"
@@ -117,29 +117,10 @@ def read_malt_tab(path: Path) -> Iterator[Sentence]:
                 )
             rows.append(row)
         heads = np.array([int(row[2]) for row in rows])
-        problem = tree_problem(heads)
+        problem = head_array_problem(heads)
         if problem:
             raise ValueError(f"{path}, sentence {sentence} (line {block[0][0]}): {problem}")
         yield [row[0] for row in rows], [row[1] for row in rows], heads
-
-
-def tree_problem(heads: np.ndarray) -> Optional[str]:
-    """What keeps 1-based `heads` (0: root) from being one tree, or None."""
-    n = len(heads)
-    outside = (heads < 0) | (heads > n)
-    if outside.any():
-        word = int(np.argmax(outside))
-        return f"word {word + 1} has head {heads[word]}, outside 0..{n}"
-    roots = np.flatnonzero(heads == 0)
-    if len(roots) == 0:
-        return "no word has head 0: the sentence has no root"
-    if len(roots) > 1:
-        return f"words {(roots + 1).tolist()} all have head 0, expected one root"
-    positions = np.arange(n)
-    on_cycle = cycle_members(np.where(heads == 0, positions, heads - 1))
-    if on_cycle.any():
-        return f"words {(np.flatnonzero(on_cycle) + 1).tolist()} form a cycle"
-    return None
 
 
 def sentence_doc(vocab: Vocab, words: List[str], tags: List[str], heads: np.ndarray) -> Doc:
