@@ -132,7 +132,8 @@ def train_command(
 
 
 def config_learn_rate(config_path: str) -> Optional[float]:
-    """The initial learning rate of a training config's schedule (None when it has no such setting)."""
+    """The initial learning rate of a training config: a constant rate, or its schedule's `initial_rate`
+    (None for a schedule without one)."""
     from spacy.util import load_config
 
     learn_rate = load_config(config_path, interpolate=False)["training"]["optimizer"]["learn_rate"]
