@@ -235,9 +235,11 @@ def ablation(args) -> None:
 
     try:
         if args.command == "ablation-run":
+            if args.steps is None and not args.score_only:
+                raise ValueError("--steps is required unless --score-only")
             run_ablation(
                 args.dataset, args.train, args.dev, args.test, args.training_dir, args.results_dir, args.steps,
-                args.seed, args.dev_limit, args.adapted_encoder, args.gpu_id, args.rows,
+                args.seed, args.dev_limit, args.adapted_encoder, args.gpu_id, args.rows, not args.score_only,
             )  # fmt: skip
         else:
             print(write_ablation_table(args.results_dir, args.output, args.json, args.title))
@@ -435,12 +437,15 @@ def build_parser() -> argparse.ArgumentParser:
         ablation_run.add_argument(f"--{split}", required=True, help=f"{split} .spacy corpus")
     ablation_run.add_argument("--training-dir", required=True, help="folder for one spacy train output per model")
     ablation_run.add_argument("--results-dir", required=True, help="folder for the per-row JSON files")
-    ablation_run.add_argument("--steps", type=int, required=True, help="training steps of every row")
+    ablation_run.add_argument("--steps", type=int, help="training steps of every row (required unless --score-only)")
     ablation_run.add_argument("--seed", type=int, default=0, help="system.seed of every row (default: 0)")
     ablation_run.add_argument("--dev-limit", type=int, default=0, help="dev sentences for model-best, 0: all")
     ablation_run.add_argument("--adapted-encoder", help="mlm-adapt output for fea:mlm:emb+att")
     ablation_run.add_argument("--gpu-id", type=int, default=-1)
     ablation_run.add_argument("--rows", nargs="+", help="row keys to run (default: all)")
+    ablation_run.add_argument(
+        "--score-only", action="store_true", help="score the rows' existing model-best on dev and test, no training"
+    )
     ablation_run.set_defaults(func=ablation)
     ablation_tabulate = commands.add_parser(
         "ablation-table", help="the Table 1 rows beside the paper's figures, and its orderings, as markdown and JSON"

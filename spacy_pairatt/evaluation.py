@@ -12,21 +12,23 @@ import spacy
 from spacy.training import Corpus, Example
 
 from .decoding import DECODERS
-from .scoring import score_parse
+from .scoring import arc_counts, score_parse
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
 
 
 def evaluate_pipeline(
-    model: str, data: str, sentences: str = "pipeline", batch_size: int = 64, decoder: Optional[str] = None
-) -> Dict:
+    model: str, data: str, sentences: str = "pipeline", batch_size: int = 64, decoder: Optional[str] = None,
+    per_document: bool = False,
+) -> Dict:  # fmt: skip
     """Parse the corpus's texts with `model` and score them against it.
 
     sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
     segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
     spaCy's rule-based sentencizer in front of the pipeline, and a path puts the `senter` of the
     pipeline saved there in front. decoder ("mst" or "greedy") replaces the saved decoder of every
-    pairatt_parser, so one trained model is scored with and without MST.
+    pairatt_parser, so one trained model is scored with and without MST. per_document adds each
+    document's arc counts (`arc_counts`), which paired bootstrap tests between two models need.
     """
     nlp = spacy.load(model)
     if decoder is not None:
@@ -45,7 +47,7 @@ def evaluate_pipeline(
             copy_gold_sentence_starts(example)
     n_words = sum(len(eg.predicted) for eg in examples)
     seconds = predict_examples(nlp, examples, batch_size)
-    return {
+    result = {
         "model": str(model),
         "data": str(data),
         "sentences": sentences,
@@ -57,6 +59,9 @@ def evaluate_pipeline(
         "words_per_second": round(n_words / seconds, 1),
         "scores": score_parse(examples),
     }
+    if per_document:
+        result["arc_counts"] = arc_counts(examples)
+    return result
 
 
 def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:

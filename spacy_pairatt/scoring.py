@@ -3,12 +3,14 @@
 - dep_uas / dep_las / dep_las_per_type: spaCy's `Scorer.score_deps` with labels "p" and "punct"
   ignored (spaCy's parser convention), plus sents_p / sents_r / sents_f;
 - dep_uas_punct / dep_las_punct: the same with punctuation included;
+- arc_counts: per example, the arc counts dep_uas and dep_las are F-scores of (for paired bootstrap
+  tests, `bootstrap.py`);
 - dep_single_tree: the share of gold sentences whose predicted arcs form exactly one tree
   (one root inside the sentence, every other word headed inside it, no cycle);
 - rel_micro_p / rel_micro_r / rel_micro_f: labelled, directional relations in `doc._.relations`.
 """
 
-from typing import Any, Dict, Iterable, Optional
+from typing import Any, Dict, Iterable, List, Optional
 
 import numpy as np
 from spacy.pipeline.dep_parser import parser_score
@@ -62,6 +64,51 @@ def score_parse(examples: Iterable[Example], **kwargs) -> Dict[str, Any]:
     scores["dep_las_punct"] = with_punct["dep_las"]
     scores["dep_single_tree"] = single_tree_rate(examples)
     return scores
+
+
+PUNCT_LABELS = ("p", "punct")  # what spaCy's parser_score leaves out of dep_uas / dep_las
+
+
+def arc_counts(examples: Iterable[Example]) -> Dict[str, List[int]]:
+    """Per example, the counts that spaCy's dep_uas and dep_las are F-scores of when summed:
+    `2 * {uas,las}_correct / ({uas,las}_predicted + gold)`, punctuation left out.
+
+    A paired bootstrap needs these per document; spaCy's scorer only returns corpus totals. This
+    follows `Scorer.score_deps` word for word: a predicted word counts only through a one-to-one
+    alignment with a gold word (its head too), else as a wrong arc; words whose gold label is
+    missing count on neither side; arcs are sets, so two predicted words aligned to one gold word
+    with the same head count once.
+    """
+    names = ("uas_correct", "uas_predicted", "las_correct", "las_predicted", "gold")
+    counts: Dict[str, List[int]] = {name: [] for name in names}
+    for example in examples:
+        gold_labelled, missing = set(), set()
+        for token in example.reference:
+            dep = lowercase_dep(token, "dep")
+            if dep == "":
+                missing.add(token.i)
+            elif dep not in PUNCT_LABELS:
+                gold_labelled.add((token.i, token.head.i, dep))
+        x2y = example.alignment.x2y
+        one_to_one = {int(i): int(x2y.data[x2y.starts[i]]) for i in np.flatnonzero(x2y.lengths == 1)}
+        pred_labelled, unaligned = set(), 0
+        for token in example.predicted:
+            gold_i, dep = one_to_one.get(token.i), lowercase_dep(token, "dep")
+            if token.is_space or gold_i in missing or dep in PUNCT_LABELS:
+                continue
+            gold_head = one_to_one.get(token.head.i)
+            if gold_i is None or gold_head is None:
+                unaligned += 1
+            else:
+                pred_labelled.add((gold_i, gold_head, dep))
+        gold_unlabelled = {arc[:2] for arc in gold_labelled}
+        pred_unlabelled = {arc[:2] for arc in pred_labelled}
+        counts["uas_correct"].append(len(pred_unlabelled & gold_unlabelled))
+        counts["uas_predicted"].append(len(pred_unlabelled) + unaligned)
+        counts["las_correct"].append(len(pred_labelled & gold_labelled))
+        counts["las_predicted"].append(len(pred_labelled) + unaligned)
+        counts["gold"].append(len(gold_labelled))
+    return counts
 
 
 def make_parser_scorer():

@@ -4,6 +4,7 @@ and evaluate's decoder override on a tiny saved pipeline."""
 import json
 
 import pytest
+import spacy
 from conftest import UD_DIR, examples_from_docs, make_pipeline, read_conllu_sentences
 from spacy.tokens import DocBin
 from thinc.api import fix_random_seed
@@ -15,10 +16,12 @@ from spacy_pairatt.ablation import (
     ablation_table,
     config_learn_rate,
     ordering_verdict,
+    run_ablation,
     select_rows,
     train_command,
     write_ablation_table,
 )
+from spacy_pairatt.bootstrap import f_score
 from spacy_pairatt.cli import main
 
 PAPER_FIGURES = ("62.1", "55.5", "77.2", "68.3", "76.9", "67.4", "87.8", "86.0", "89.3", "87.8", "90.9", "88.9")
@@ -96,7 +99,7 @@ def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tm
     fea_emb_att = "| fea:emb+att | all-MiniLM-L6-v2 | greedy | 40 | 0 | 0.001 | 12 | 69.0 | 65.0 | 70.0 | 66.0 | 90.0 |"
     assert fea_emb_att in text
     assert "| fea:emb | not run |" in ptb_part
-    assert "| attention helps fine-tuning | ft:emb+att > ft:emb | holds (+1.5) | does not hold (-5.0) |" in text
+    assert "| attention helps fine-tuning | ft:emb+att > ft:emb | holds (+1.50) | does not hold (-5.00) |" in text
     assert json.loads(json_path.read_text(encoding="utf8")) == ablation_table(results_dir)
 
 
@@ -127,14 +130,23 @@ def test_select_rows_keeps_table_order_and_names_unknown_rows():
         select_rows(["ft_att"])
 
 
-def test_evaluate_decoder_override(tiny_bert_dir, ud_train_docs, tmp_path):
-    """An untrained parser decoded greedily leaves some sentences without one tree; MST never does."""
+@pytest.fixture(scope="module")
+def saved_parser(tiny_bert_dir, ud_train_docs, tmp_path_factory):
+    """An untrained tiny pairatt pipeline saved as ft_emb_att's model-best, and 20 EWT dev sentences."""
+    folder = tmp_path_factory.mktemp("saved_parser")
     fix_random_seed(0)
     nlp = make_pipeline(tiny_bert_dir)
     nlp.initialize(lambda: examples_from_docs(nlp, ud_train_docs[:20]))
-    nlp.to_disk(tmp_path / "model")
-    DocBin(docs=read_conllu_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20)).to_disk(tmp_path / "dev.spacy")
-    model, data, results = str(tmp_path / "model"), str(tmp_path / "dev.spacy"), {}
+    (folder / "training" / "ft_emb_att").mkdir(parents=True)
+    nlp.to_disk(folder / "training" / "ft_emb_att" / "model-best")
+    DocBin(docs=read_conllu_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20)).to_disk(folder / "dev.spacy")
+    return folder
+
+
+def test_evaluate_decoder_override(saved_parser, tmp_path):
+    """An untrained parser decoded greedily leaves some sentences without one tree; MST never does."""
+    model = str(saved_parser / "training" / "ft_emb_att" / "model-best")
+    data, results = str(saved_parser / "dev.spacy"), {}
     for decoder in ("greedy", "mst"):
         output = tmp_path / f"{decoder}.json"
         main(["evaluate", model, data, "--decoder", decoder, "--output", str(output)])
@@ -143,6 +155,7 @@ def test_evaluate_decoder_override(tiny_bert_dir, ud_train_docs, tmp_path):
     assert results["mst"]["decoders"] == {"pairatt_parser": "mst"}
     assert results["mst"]["scores"]["dep_single_tree"] == 1.0
     assert results["greedy"]["scores"]["dep_single_tree"] < 1.0
+    nlp = spacy.load(model)
     nlp.remove_pipe("pairatt_parser")
     nlp.to_disk(tmp_path / "encoder_only")
     with pytest.raises(SystemExit, match="no pairatt_parser"):
@@ -155,3 +168,40 @@ def test_learn_rate_is_read_from_the_row_config(tmp_path):
     config = tmp_path / "constant.cfg"
     config.write_text("[training]\n\n[training.optimizer]\nlearn_rate = 0.02\n", encoding="utf8")
     assert config_learn_rate(str(config)) == 0.02
+
+
+def test_score_only_rescoring_records_arc_counts_and_bootstrap_intervals(saved_parser, tmp_path):
+    """Re-scoring a trained row writes test arc counts that sum to its dep_uas, and the table then
+    gives the MST ordering a paired bootstrap interval (greedy and MST decode the same weights)."""
+    data = str(saved_parser / "dev.spacy")
+    results = tmp_path / "ewt"
+    run_ablation(
+        "ewt", data, data, data, str(saved_parser / "training"), str(results), steps=None,
+        rows=["ft_emb_att", "ft_emb_att_mst"], train_models=False,
+    )  # fmt: skip
+    assert not (results / "ft_emb_att_train.json").exists()
+    for key in ("ft_emb_att", "ft_emb_att_mst"):
+        arcs = json.loads((results / f"{key}_test_arcs.json").read_text(encoding="utf8"))
+        scores = json.loads((results / f"{key}_test.json").read_text(encoding="utf8"))["scores"]
+        assert len(arcs["gold"]) == 20 and "arc_counts" not in scores
+        totals = {name: sum(values) for name, values in arcs.items()}
+        for metric in ("uas", "las"):
+            f = f_score(totals[f"{metric}_correct"], totals[f"{metric}_predicted"], totals["gold"])
+            assert f == pytest.approx(scores[f"dep_{metric}"])
+    mst = {entry["claim"]: entry for entry in ablation_table(tmp_path)["orderings"]}["MST helps"]["ewt"]
+    interval = mst["bootstrap"]
+    assert interval["n_docs"] == 20 and interval["low"] <= interval["difference"] <= interval["high"]
+    assert interval["difference"] == pytest.approx(mst["difference"], abs=0.01)
+    assert "; 95% interval" in write_ablation_table(str(tmp_path), None, None)
+    with pytest.raises(ValueError, match="train row ft_emb first"):
+        run_ablation(
+            "ewt",
+            data,
+            data,
+            data,
+            str(saved_parser / "training"),
+            str(results),
+            None,
+            rows=["ft_emb"],
+            train_models=False,
+        )
