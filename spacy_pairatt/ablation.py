@@ -252,8 +252,8 @@ def ordering_verdict(better: Optional[float], worse: Optional[float]) -> Dict:
 
 
 def orderings(records: Dict[str, List[Dict]], results_dir: Path) -> List[Dict]:
-    """The paper's three orderings on its figures and on each dataset's test UAS, with a paired
-    bootstrap interval where both rows' test arc counts are there."""
+    """Each comparison in ORDERINGS on the paper's figures and on each dataset's test UAS, with a
+    paired bootstrap interval where both rows' test arc counts are there."""
     results = []
     for ordering in ORDERINGS:
         better, worse = ROWS_BY_KEY[ordering.better], ROWS_BY_KEY[ordering.worse]
@@ -351,7 +351,7 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
         "The paper claims the first three; its own figures answer the fourth with no; it has no "
         "transition parser for the fifth. "
         "Where both rows' test arc counts are recorded, the difference comes with a paired bootstrap "
-        "over test sentences (10,000 resamples, the same sentences for both rows, seed 0): the 95% "
+        f"over test sentences (10,000 resamples, the same sentences for both rows, seed {BOOTSTRAP_SEED}): the 95% "
         "interval of the difference and p, the share of resamples in which the first row does not "
         "score higher. An interval that spans 0 means the test set cannot tell the two rows apart; "
         "it says nothing of the spread over training seeds (one seed a row).\n"

@@ -23,9 +23,9 @@ def paired_bootstrap(
     resample as spaCy does (F over summed counts, in points).
 
     `better` / `worse` are `scoring.arc_counts` of two parsers on the same data; metric "uas" or
-    "las". Returns the
-    difference better - worse on the data itself, the 2.5 and 97.5 percentiles of the resampled
-    differences, and `p_not_better`, the share of resamples where `better` does not score higher.
+    "las". Returns the difference better - worse on the data itself, the 2.5 and 97.5 percentiles
+    of the resampled differences, and `p_not_better`, the share of resamples where `better` does
+    not score higher.
     """
     gold = np.asarray(better["gold"])
     if len(gold) == 0 or not np.array_equal(gold, np.asarray(worse["gold"])):
