@@ -27,6 +27,8 @@ def paired_bootstrap(
     of the resampled differences, and `p_not_better`, the share of resamples where `better` does
     not score higher.
     """
+    if metric not in ("uas", "las"):
+        raise ValueError(f"metric must be 'uas' or 'las', got {metric!r}")
     gold = np.asarray(better["gold"])
     if len(gold) == 0 or not np.array_equal(gold, np.asarray(worse["gold"])):
         raise ValueError("a paired bootstrap needs both systems' counts on the same, non-empty documents")

@@ -195,15 +195,9 @@ def test_score_only_rescoring_records_arc_counts_and_bootstrap_intervals(saved_p
     assert interval["n_docs"] == 20 and interval["low"] <= interval["difference"] <= interval["high"]
     assert interval["difference"] == pytest.approx(mst["difference"], abs=0.01)
     assert "; 95% interval" in write_ablation_table(str(tmp_path), None, None)
+    training = str(saved_parser / "training")
     with pytest.raises(ValueError, match="train row ft_emb first"):
-        run_ablation(
-            "ewt",
-            data,
-            data,
-            data,
-            str(saved_parser / "training"),
-            str(results),
-            None,
-            rows=["ft_emb"],
-            train_models=False,
-        )
+        run_ablation("ewt", data, data, data, training, str(results), None, rows=["ft_emb"], train_models=False)
+    splits = ["--train", data, "--dev", data, "--test", data, "--training-dir", training, "--results-dir", str(results)]
+    with pytest.raises(SystemExit, match="--steps is required unless --score-only"):
+        main(["ablation-run", "ewt", *splits, "--rows", "ft_emb"])

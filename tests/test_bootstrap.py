@@ -45,8 +45,10 @@ def test_one_lucky_document_gives_an_interval_across_zero():
     assert 0.2 < result["p_not_better"] < 0.5  # the lucky document is left out of ~37% of resamples
 
 
-def test_systems_on_different_documents_are_refused():
+def test_different_documents_and_unknown_metrics_are_refused():
     with pytest.raises(ValueError, match="same, non-empty documents"):
         paired_bootstrap(counts([1], [1], [2]), counts([1], [1], [3]))
     with pytest.raises(ValueError, match="same, non-empty documents"):
         paired_bootstrap(counts([], [], []), counts([], [], []))
+    with pytest.raises(ValueError, match="metric must be 'uas' or 'las'"):
+        paired_bootstrap(counts([1], [1], [2]), counts([1], [1], [2]), metric="f1")
