@@ -251,6 +251,11 @@ def ordering_verdict(better: Optional[float], worse: Optional[float]) -> Dict:
     return {"verdict": "holds" if better > worse else "does not hold", "difference": round(better - worse, 2)}
 
 
+def within_noise(interval: Dict) -> bool:
+    """Whether the bootstrap interval spans 0: the test set cannot tell which row is better."""
+    return interval["low"] <= 0 <= interval["high"]
+
+
 def orderings(records: Dict[str, List[Dict]], results_dir: Path) -> List[Dict]:
     """Each comparison in ORDERINGS on the paper's figures and on each dataset's test UAS, with a
     paired bootstrap interval where both rows' test arc counts are there."""
@@ -269,7 +274,8 @@ def orderings(records: Dict[str, List[Dict]], results_dir: Path) -> List[Dict]:
             )
             arcs = [read_json(results_dir / dataset / f"{key}_test_arcs.json") for key in (better.key, worse.key)]
             if entry[dataset]["difference"] is not None and None not in arcs:
-                entry[dataset]["bootstrap"] = paired_bootstrap(*arcs, seed=BOOTSTRAP_SEED)
+                interval = paired_bootstrap(*arcs, seed=BOOTSTRAP_SEED)
+                entry[dataset]["bootstrap"] = {**interval, "within_noise": within_noise(interval)}
         results.append(entry)
     return results
 
@@ -290,14 +296,16 @@ def cell(value, digits: int = 1) -> str:
 
 
 def verdict_text(verdict: Dict) -> str:
-    """Two decimals: on the PTB test split one word is 0.02 points, which one decimal shows as 0.0."""
+    """Two decimals: on the PTB test split one word is 0.02 points, which one decimal shows as 0.0.
+    A verdict whose interval spans 0 says so, so that a point estimate is not read as a finding."""
     if verdict["difference"] is None:
         return verdict["verdict"]
     interval = verdict.get("bootstrap")
     if interval is None:
         return f"{verdict['verdict']} ({verdict['difference']:+.2f})"
+    qualifier = ", within the test set's noise" if within_noise(interval) else ""
     return (
-        f"{verdict['verdict']} ({verdict['difference']:+.2f}; 95% interval {interval['low']:+.2f} to "
+        f"{verdict['verdict']}{qualifier} ({verdict['difference']:+.2f}; 95% interval {interval['low']:+.2f} to "
         f"{interval['high']:+.2f}, p = {interval['p_not_better']:.3f})"
     )
 
@@ -353,7 +361,8 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
         "Where both rows' test arc counts are recorded, the difference comes with a paired bootstrap "
         f"over test sentences (10,000 resamples, the same sentences for both rows, seed {BOOTSTRAP_SEED}): the 95% "
         "interval of the difference and p, the share of resamples in which the first row does not "
-        "score higher. An interval that spans 0 means the test set cannot tell the two rows apart; "
+        "score higher. An interval that spans 0 means the test set cannot tell the two rows apart "
+        "(the verdict then says it is within the test set's noise); "
         "it says nothing of the spread over training seeds (one seed a row).\n"
     )
     names = [dataset.key for dataset in DATASETS]

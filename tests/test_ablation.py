@@ -19,6 +19,7 @@ from spacy_pairatt.ablation import (
     run_ablation,
     select_rows,
     train_command,
+    verdict_text,
     write_ablation_table,
 )
 from spacy_pairatt.bootstrap import f_score
@@ -59,6 +60,15 @@ def test_ordering_verdicts_true_false_and_missing():
     assert ordering_verdict(70.0, 70.0)["verdict"] == "does not hold"
     assert ordering_verdict(60.0, 70.0) == {"verdict": "does not hold", "difference": -10.0}
     assert ordering_verdict(None, 70.0) == {"verdict": "not measured", "difference": None}
+
+
+def test_verdict_text_says_when_the_interval_spans_zero():
+    verdict = {"verdict": "holds", "difference": 0.36}
+    spanning = {**verdict, "bootstrap": {"low": -0.09, "high": 0.81, "p_not_better": 0.059}}
+    clear = {**verdict, "bootstrap": {"low": 0.1, "high": 0.81, "p_not_better": 0.001}}
+    assert verdict_text(verdict) == "holds (+0.36)"
+    assert verdict_text(spanning).startswith("holds, within the test set's noise (+0.36; 95% interval -0.09 to +0.81")
+    assert verdict_text(clear) == "holds (+0.36; 95% interval +0.10 to +0.81, p = 0.001)"
 
 
 def test_orderings_from_results(results_dir):
@@ -194,6 +204,7 @@ def test_score_only_rescoring_records_arc_counts_and_bootstrap_intervals(saved_p
     interval = mst["bootstrap"]
     assert interval["n_docs"] == 20 and interval["low"] <= interval["difference"] <= interval["high"]
     assert interval["difference"] == pytest.approx(mst["difference"], abs=0.01)
+    assert interval["within_noise"] is (interval["low"] <= 0 <= interval["high"])
     assert "; 95% interval" in write_ablation_table(str(tmp_path), None, None)
     training = str(saved_parser / "training")
     with pytest.raises(ValueError, match="train row ft_emb first"):
