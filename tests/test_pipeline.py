@@ -92,6 +92,10 @@ def test_serialization_round_trip(trained, tmp_path):
     assert loaded_parser.labels == parser.labels
     assert loaded_parser.cfg == parser.cfg
     assert loaded.config["components"]["pairatt_parser"] == nlp.config["components"]["pairatt_parser"]
+    # transformers does not save attn_implementation; loading must not fall back to its "sdpa" default
+    encoder = loaded.get_pipe("transformer").model.transformer
+    assert encoder.config._attn_implementation == "eager"
+    assert not any("Sdpa" in type(module).__name__ for module in encoder.modules())
     for doc, doc2 in zip(nlp.pipe(TEXTS), loaded.pipe(TEXTS)):
         assert [(t.head.i, t.dep_) for t in doc] == [(t.head.i, t.dep_) for t in doc2]
     from_bytes = make_pipeline(nlp.get_pipe("transformer").model.attrs["name"]).from_bytes(nlp.to_bytes())

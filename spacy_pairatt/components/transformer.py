@@ -14,6 +14,11 @@ backpropagated through the attention weights, so the parser fine-tunes the trans
 the a_ij features too. With the stock `TransformerModel.v3` its listeners are told that the
 transformer takes no attention gradients, and the parser computes none: attention stays a
 constant feature, as under spacy-transformers' `transformer`.
+
+Loading a saved pipeline keeps the attention implementation its config asks for: spacy-transformers
+rebuilds a saved transformer from its Hugging Face config, which does not store
+`attn_implementation`, so transformers picks "sdpa" and only falls back to the eager attention
+(with a warning) while `output_attentions` is on.
 """
 
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
@@ -27,6 +32,7 @@ from spacy_transformers.data_classes import FullTransformerBatch, TransformerDat
 from spacy_transformers.layers import TransformerListener
 from spacy_transformers.pipeline_component import DEFAULT_CONFIG, Transformer, install_extensions
 from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
+from transformers import AutoModel
 
 from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
 
@@ -72,7 +78,32 @@ def padded_groups(widths: np.ndarray, rows: np.ndarray, max_items: int, max_stre
     return groups
 
 
+def restore_attention_implementation(model: Model, requested: Optional[str]) -> None:
+    """Rebuild a loaded transformer with the `attn_implementation` its transformer_config asked for
+    (same config and weights) where spacy-transformers' loading gave it another."""
+    shim = model.layers[0].shims[0]
+    loaded = shim._hfmodel.transformer
+    if requested is None or loaded is None or loaded.config._attn_implementation == requested:
+        return
+    rebuilt = AutoModel.from_config(loaded.config, attn_implementation=requested)
+    rebuilt.load_state_dict(loaded.state_dict())
+    rebuilt.to(loaded.device).train(loaded.training)
+    shim._model = shim._hfmodel.transformer = rebuilt
+
+
 class WordpieceBatchedTransformer(Transformer):
+    def from_bytes(self, bytes_data, *, exclude=tuple()):
+        requested = self.model._init_transformer_config.get("attn_implementation")
+        super().from_bytes(bytes_data, exclude=exclude)
+        restore_attention_implementation(self.model, requested)
+        return self
+
+    def from_disk(self, path, *, exclude=tuple()):
+        requested = self.model._init_transformer_config.get("attn_implementation")
+        super().from_disk(path, exclude=exclude)
+        restore_attention_implementation(self.model, requested)
+        return self
+
     def window_sizes(self, docs: List[Doc]):
         """(widths, rows): each Doc's longest window in wordpieces and its number of windows."""
         nested_spans = self.model.attrs["get_spans"](docs)
