@@ -68,6 +68,14 @@ class Dataset:
     name: str
     labelled: bool
 
+    @property
+    def metrics(self) -> Tuple[str, ...]:
+        """The attachment scores its gold trees allow: LAS needs labels."""
+        return METRICS if self.labelled else ("uas",)
+
+
+METRICS = ("uas", "las")
+
 
 DATASETS = (
     Dataset("ewt", "UD English-EWT 2.16", labelled=True),
@@ -77,9 +85,10 @@ DATASETS = (
 
 @dataclass(frozen=True)
 class Ordering:
-    """A comparison of two rows on test UAS: whether `better` scores above `worse`. The first three
-    are the paper's claims; the fourth asks of the MLM row what the paper's figures answer no to;
-    the last sets our best pairatt row against the transition reference (no paper figure)."""
+    """A comparison of two rows on test UAS (and LAS where there are labels): whether `better`
+    scores above `worse`. The first three are the paper's claims; the fourth asks of the MLM row
+    what the paper's figures answer no to; the last sets our best pairatt row against the
+    transition reference (no paper figure)."""
 
     claim: str
     better: str
@@ -257,25 +266,30 @@ def within_noise(interval: Dict) -> bool:
 
 
 def orderings(records: Dict[str, List[Dict]], results_dir: Path) -> List[Dict]:
-    """Each comparison in ORDERINGS on the paper's figures and on each dataset's test UAS, with a
-    paired bootstrap interval where both rows' test arc counts are there."""
+    """Each comparison in ORDERINGS on the paper's figures and on each dataset's test scores, per
+    metric ({"uas": verdict, "las": verdict}), with a paired bootstrap interval where both rows'
+    test arc counts are there."""
     results = []
     for ordering in ORDERINGS:
         better, worse = ROWS_BY_KEY[ordering.better], ROWS_BY_KEY[ordering.worse]
         entry = {
             "claim": ordering.claim,
             "comparison": f"{better.name} > {worse.name}",
-            "paper": ordering_verdict(better.paper_uas, worse.paper_uas),
+            "paper": {
+                metric: ordering_verdict(getattr(better, f"paper_{metric}"), getattr(worse, f"paper_{metric}"))
+                for metric in METRICS
+            },
         }
-        for dataset, rows in records.items():
-            test = {record["key"]: record["test"] for record in rows}
-            entry[dataset] = ordering_verdict(
-                (test[ordering.better] or {}).get("uas"), (test[ordering.worse] or {}).get("uas")
-            )
-            arcs = [read_json(results_dir / dataset / f"{key}_test_arcs.json") for key in (better.key, worse.key)]
-            if entry[dataset]["difference"] is not None and None not in arcs:
-                interval = paired_bootstrap(*arcs, seed=BOOTSTRAP_SEED)
-                entry[dataset]["bootstrap"] = {**interval, "within_noise": within_noise(interval)}
+        for dataset in DATASETS:
+            test = {record["key"]: record["test"] or {} for record in records[dataset.key]}
+            arcs = [read_json(results_dir / dataset.key / f"{key}_test_arcs.json") for key in (better.key, worse.key)]
+            entry[dataset.key] = {}
+            for metric in dataset.metrics:
+                verdict = ordering_verdict(test[better.key].get(metric), test[worse.key].get(metric))
+                if verdict["difference"] is not None and None not in arcs:
+                    interval = paired_bootstrap(*arcs, metric=metric, seed=BOOTSTRAP_SEED)
+                    verdict["bootstrap"] = {**interval, "within_noise": within_noise(interval)}
+                entry[dataset.key][metric] = verdict
         results.append(entry)
     return results
 
@@ -341,7 +355,7 @@ def dataset_markdown(dataset: Dataset, rows: List[Dict]) -> str:
 
 
 def ablation_markdown(table: Dict, title: str = "") -> str:
-    """Per-dataset tables beside the paper's figures, then the orderings on test UAS."""
+    """Per-dataset tables beside the paper's figures, then the orderings on test UAS and LAS."""
     parts = [title + "\n"] if title else []
     parts.append(
         f"Paper: {table['paper']}. Our scores are percentages without punctuation; the paper's "
@@ -354,7 +368,7 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
     for dataset in DATASETS:
         parts.append(f"## {table['datasets'][dataset.key]['name']}\n")
         parts.append(dataset_markdown(dataset, table["datasets"][dataset.key]["rows"]))
-    parts.append("## Orderings (test UAS, difference in points)\n")
+    parts.append("## Orderings (test scores, difference in points)\n")
     parts.append(
         "The paper claims the first three; its own figures answer the fourth with no; it has no "
         "transition parser for the fifth. "
@@ -363,14 +377,17 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
         "interval of the difference and p, the share of resamples in which the first row does not "
         "score higher. An interval that spans 0 means the test set cannot tell the two rows apart "
         "(the verdict then says it is within the test set's noise); "
-        "it says nothing of the spread over training seeds (one seed a row).\n"
+        "it says nothing of the spread over training seeds (one seed a row). "
+        "LAS only where the gold trees have labels.\n"
     )
-    names = [dataset.key for dataset in DATASETS]
-    lines = ["| claim | comparison | paper | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
-    for entry in table["orderings"]:
-        verdicts = [verdict_text(entry[name]) for name in ("paper", *names)]
-        lines.append(f"| {entry['claim']} | {entry['comparison']} | " + " | ".join(verdicts) + " |")
-    parts.append("\n".join(lines) + "\n")
+    for metric in METRICS:
+        names = [dataset.key for dataset in DATASETS if metric in dataset.metrics]
+        parts.append(f"### {metric.upper()}\n")
+        lines = ["| claim | comparison | paper | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+        for entry in table["orderings"]:
+            verdicts = [verdict_text(entry[name][metric]) for name in ("paper", *names)]
+            lines.append(f"| {entry['claim']} | {entry['comparison']} | " + " | ".join(verdicts) + " |")
+        parts.append("\n".join(lines) + "\n")
     return "\n".join(parts)
 
 

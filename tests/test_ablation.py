@@ -74,13 +74,19 @@ def test_verdict_text_says_when_the_interval_spans_zero():
 def test_orderings_from_results(results_dir):
     table = ablation_table(results_dir)
     verdicts = {entry["claim"]: entry for entry in table["orderings"]}
-    paper = [entry["paper"] for entry in table["orderings"]]
-    assert [verdict["verdict"] for verdict in paper] == ["holds"] * 3 + ["does not hold", "not measured"]
-    assert paper[3]["difference"] == -0.3  # fea:ptb:emb+att 76.9 against fea:emb+att 77.2
-    assert verdicts["attention helps feature-based"]["ewt"] == {"verdict": "holds", "difference": 10.0}
-    assert verdicts["attention helps fine-tuning"]["ewt"] == {"verdict": "does not hold", "difference": -5.0}
-    assert verdicts["MST helps"]["ewt"]["verdict"] == "not measured"
-    assert {entry["ptb"]["verdict"] for entry in table["orderings"]} == {"not measured"}
+    for metric in ("uas", "las"):
+        paper = [entry["paper"][metric] for entry in table["orderings"]]
+        assert [verdict["verdict"] for verdict in paper] == ["holds"] * 3 + ["does not hold", "not measured"]
+    # fea:ptb:emb+att against fea:emb+att: 76.9 / 67.4 against 77.2 / 68.3
+    assert [entry["paper"]["las"]["difference"] for entry in table["orderings"]][3] == -0.9
+    assert verdicts["MLM adaptation helps feature-based"]["paper"]["uas"]["difference"] == -0.3
+    fea, ft = verdicts["attention helps feature-based"]["ewt"], verdicts["attention helps fine-tuning"]["ewt"]
+    assert fea == {"uas": {"verdict": "holds", "difference": 10.0}, "las": {"verdict": "holds", "difference": 10.0}}
+    assert ft["uas"] == {"verdict": "does not hold", "difference": -5.0}
+    assert verdicts["MST helps"]["ewt"]["uas"]["verdict"] == "not measured"
+    # the PTB sample has no labels: its orderings are on UAS alone
+    assert {metric for entry in table["orderings"] for metric in entry["ptb"]} == {"uas"}
+    assert {entry["ptb"]["uas"]["verdict"] for entry in table["orderings"]} == {"not measured"}
 
 
 def test_rows_hold_percentages_and_las_only_on_labelled_data(results_dir):
@@ -111,7 +117,11 @@ def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tm
     fea_emb_att = "| fea:emb+att | all-MiniLM-L6-v2 | greedy | 40 | 0 | 0.001 | 12 | 69.0 | 65.0 | 70.0 | 66.0 | 90.0 |"
     assert fea_emb_att in text
     assert "| fea:emb | not run |" in ptb_part
-    assert "| attention helps fine-tuning | ft:emb+att > ft:emb | holds (+1.50) | does not hold (-5.00) |" in text
+    uas_part, las_part = text.split("## Orderings")[1].split("### LAS")
+    fine_tuning = "| attention helps fine-tuning | ft:emb+att > ft:emb |"
+    assert f"{fine_tuning} holds (+1.50) | does not hold (-5.00) | not measured |" in uas_part
+    assert "| claim | comparison | paper | ewt |\n" in las_part and "ptb" not in las_part
+    assert f"{fine_tuning} holds (+1.80) | does not hold (-5.00) |" in las_part
     assert json.loads(json_path.read_text(encoding="utf8")) == ablation_table(results_dir)
 
 
@@ -201,10 +211,11 @@ def test_score_only_rescoring_records_arc_counts_and_bootstrap_intervals(saved_p
             f = f_score(totals[f"{metric}_correct"], totals[f"{metric}_predicted"], totals["gold"])
             assert f == pytest.approx(scores[f"dep_{metric}"])
     mst = {entry["claim"]: entry for entry in ablation_table(tmp_path)["orderings"]}["MST helps"]["ewt"]
-    interval = mst["bootstrap"]
-    assert interval["n_docs"] == 20 and interval["low"] <= interval["difference"] <= interval["high"]
-    assert interval["difference"] == pytest.approx(mst["difference"], abs=0.01)
-    assert interval["within_noise"] is (interval["low"] <= 0 <= interval["high"])
+    for metric in ("uas", "las"):
+        interval = mst[metric]["bootstrap"]
+        assert interval["n_docs"] == 20 and interval["low"] <= interval["difference"] <= interval["high"]
+        assert interval["difference"] == pytest.approx(mst[metric]["difference"], abs=0.01)
+        assert interval["within_noise"] is (interval["low"] <= 0 <= interval["high"])
     assert "; 95% interval" in write_ablation_table(str(tmp_path), None, None)
     training = str(saved_parser / "training")
     with pytest.raises(ValueError, match="train row ft_emb first"):
