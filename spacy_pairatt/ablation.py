@@ -294,14 +294,68 @@ def orderings(records: Dict[str, List[Dict]], results_dir: Path) -> List[Dict]:
     return results
 
 
-def ablation_table(results_dir: Path) -> Dict:
-    """Everything the markdown shows, from `results_dir`/{ewt,ptb}/*.json."""
+def seed_spread(results_dirs: Sequence[Path]) -> List[Dict]:
+    """Each ordering's test difference in every results folder where both of its rows were run, one
+    training seed a folder (`ablation-run --seed S --results-dir DIR`): the spread over seeds, which
+    the bootstrap over test sentences does not measure. Only comparisons run under two seeds or more."""
+    for folder in results_dirs:
+        if not Path(folder).is_dir():
+            raise ValueError(f"results folder {folder} does not exist")
+    records = {
+        (folder, dataset.key): {row["key"]: row for row in dataset_rows(Path(folder), dataset)}
+        for folder in results_dirs
+        for dataset in DATASETS
+    }
+    spread = []
+    for ordering in ORDERINGS:
+        for dataset in DATASETS:
+            for metric in dataset.metrics:
+                runs: Dict[int, Dict] = {}
+                for folder in results_dirs:
+                    better, worse = (records[folder, dataset.key][key] for key in (ordering.better, ordering.worse))
+                    verdict = ordering_verdict((better["test"] or {}).get(metric), (worse["test"] or {}).get(metric))
+                    if verdict["difference"] is None:
+                        continue
+                    if better["seed"] != worse["seed"]:
+                        raise ValueError(
+                            f"{folder}/{dataset.key}: {ordering.better} was trained with seed {better['seed']}, "
+                            f"{ordering.worse} with seed {worse['seed']}; a folder holds one seed's rows"
+                        )
+                    if better["seed"] in runs:
+                        raise ValueError(
+                            f"{runs[better['seed']]['results_dir']} and {folder} both hold seed {better['seed']} "
+                            f"of {dataset.key} {ordering.better}; give each seed its own results folder"
+                        )
+                    runs[better["seed"]] = {
+                        "results_dir": str(folder), "seed": better["seed"], "difference": verdict["difference"]
+                    }  # fmt: skip
+                if len(runs) < 2:
+                    continue
+                differences = [run["difference"] for run in runs.values()]
+                spread.append(
+                    {
+                        "claim": ordering.claim,
+                        "comparison": f"{ROWS_BY_KEY[ordering.better].name} > {ROWS_BY_KEY[ordering.worse].name}",
+                        "dataset": dataset.key,
+                        "metric": metric,
+                        "runs": sorted(runs.values(), key=lambda run: run["seed"]),
+                        "mean": round(sum(differences) / len(differences), 2),
+                        "holds_in_every_seed": all(difference > 0 for difference in differences),
+                    }
+                )
+    return spread
+
+
+def ablation_table(results_dir: Path, replicates: Sequence[Path] = ()) -> Dict:
+    """Everything the markdown shows, from `results_dir`/{ewt,ptb}/*.json and, for the spread over
+    training seeds, the same files of each replicate folder (another seed each)."""
     records = {dataset.key: dataset_rows(Path(results_dir), dataset) for dataset in DATASETS}
     return {
         "unit": "percent",
         "paper": PAPER,
         "datasets": {dataset.key: {"name": dataset.name, "rows": records[dataset.key]} for dataset in DATASETS},
         "orderings": orderings(records, Path(results_dir)),
+        "seed_spread": seed_spread([Path(results_dir), *map(Path, replicates)]),
     }
 
 
@@ -377,8 +431,9 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
         "interval of the difference and p, the share of resamples in which the first row does not "
         "score higher. An interval that spans 0 means the test set cannot tell the two rows apart "
         "(the verdict then says it is within the test set's noise); "
-        "it says nothing of the spread over training seeds (one seed a row). "
-        "LAS only where the gold trees have labels.\n"
+        "it says nothing of the spread over training seeds"
+        + (" (the last section shows it where rows were trained under several). " if table["seed_spread"] else ". ")
+        + "LAS only where the gold trees have labels.\n"
     )
     for metric in METRICS:
         names = [dataset.key for dataset in DATASETS if metric in dataset.metrics]
@@ -388,12 +443,34 @@ def ablation_markdown(table: Dict, title: str = "") -> str:
             verdicts = [verdict_text(entry[name][metric]) for name in ("paper", *names)]
             lines.append(f"| {entry['claim']} | {entry['comparison']} | " + " | ".join(verdicts) + " |")
         parts.append("\n".join(lines) + "\n")
+    if table["seed_spread"]:
+        parts.append(seed_spread_markdown(table["seed_spread"]))
     return "\n".join(parts)
 
 
-def write_ablation_table(results_dir: str, output: Optional[str], json_output: Optional[str], title: str = "") -> str:
+def seed_spread_markdown(spread: List[Dict]) -> str:
+    lines = [
+        "## Orderings over training seeds (test, difference in points)\n",
+        "The comparisons whose rows were trained under more than one seed (`ablation-run --seed S`, one "
+        "results folder a seed, everything else equal): the difference under each seed, their mean, and "
+        "whether the first row is ahead under every seed.\n",
+        "| claim | comparison | dataset | metric | by seed | mean | ahead in every seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for entry in spread:
+        by_seed = "; ".join(f"seed {run['seed']}: {run['difference']:+.2f}" for run in entry["runs"])
+        lines.append(
+            f"| {entry['claim']} | {entry['comparison']} | {entry['dataset']} | {entry['metric'].upper()} | "
+            f"{by_seed} | {entry['mean']:+.2f} | {'yes' if entry['holds_in_every_seed'] else 'no'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_ablation_table(
+    results_dir: str, output: Optional[str], json_output: Optional[str], title: str = "", replicates: Sequence[str] = ()
+) -> str:
     """Write the markdown and JSON; returns the markdown."""
-    table = ablation_table(Path(results_dir))
+    table = ablation_table(Path(results_dir), [Path(folder) for folder in replicates])
     text = ablation_markdown(table, title)
     for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
         if path:

@@ -242,7 +242,7 @@ def ablation(args) -> None:
                 args.seed, args.dev_limit, args.adapted_encoder, args.gpu_id, args.rows, not args.score_only,
             )  # fmt: skip
         else:
-            print(write_ablation_table(args.results_dir, args.output, args.json, args.title))
+            print(write_ablation_table(args.results_dir, args.output, args.json, args.title, args.replicates or ()))
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {error}") from error
 
@@ -454,6 +454,9 @@ def build_parser() -> argparse.ArgumentParser:
     ablation_tabulate.add_argument("--output", help="markdown file to write")
     ablation_tabulate.add_argument("--json", help="JSON file to write")
     ablation_tabulate.add_argument("--title", default="", help="a line written above the tables")
+    ablation_tabulate.add_argument(
+        "--replicates", nargs="+", help="results folders of the same rows under other seeds (ablation-run --seed)"
+    )
     ablation_tabulate.set_defaults(func=ablation)
     return parser
 

@@ -34,9 +34,9 @@ def write_result(folder, name, uas, las=None, trees=1.0):
     (folder / name).write_text(json.dumps({"scores": scores}), encoding="utf8")
 
 
-def write_training(folder, training, seconds=12.5, learn_rate=1e-3):
+def write_training(folder, training, seconds=12.5, learn_rate=1e-3, seed=0):
     folder.mkdir(parents=True, exist_ok=True)
-    record = {"encoder": "all-MiniLM-L6-v2", "steps": 40, "seed": 0, "learn_rate": learn_rate, "seconds": seconds}
+    record = {"encoder": "all-MiniLM-L6-v2", "steps": 40, "seed": seed, "learn_rate": learn_rate, "seconds": seconds}
     (folder / f"{training}_train.json").write_text(json.dumps(record), encoding="utf8")
 
 
@@ -123,6 +123,47 @@ def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tm
     assert "| claim | comparison | paper | ewt |\n" in las_part and "ptb" not in las_part
     assert f"{fine_tuning} holds (+1.80) | does not hold (-5.00) |" in las_part
     assert json.loads(json_path.read_text(encoding="utf8")) == ablation_table(results_dir)
+
+
+def write_seed_replicate(folder, seed, test_uas):
+    """A results folder with the EWT rows in `test_uas` trained under `seed` (test LAS 4 points lower)."""
+    for key, uas in test_uas.items():
+        write_training(folder / "ewt", ROWS_BY_KEY[key].training, seed=seed)
+        write_result(folder / "ewt", f"{key}_test.json", uas, uas - 0.04)
+    return folder
+
+
+def test_seed_spread_sets_each_seeds_difference_side_by_side(results_dir, tmp_path):
+    """Seed 0 (the fixture): ft:emb+att 5 points behind ft:emb; seed 1: 2 points ahead. Comparisons
+    run under one seed only (attention in the feature-based rows) are not listed."""
+    seed1 = write_seed_replicate(tmp_path / "seed1", 1, {"ft_emb": 0.84, "ft_emb_att": 0.86})
+    spread = ablation_table(results_dir, [seed1])["seed_spread"]
+    assert [(entry["claim"], entry["dataset"], entry["metric"]) for entry in spread] == [
+        ("attention helps fine-tuning", "ewt", "uas"),
+        ("attention helps fine-tuning", "ewt", "las"),
+    ]
+    uas = spread[0]
+    assert [(run["seed"], run["difference"]) for run in uas["runs"]] == [(0, -5.0), (1, 2.0)]
+    assert uas["mean"] == -1.5 and uas["holds_in_every_seed"] is False
+    text = write_ablation_table(str(results_dir), None, None, replicates=[str(seed1)])
+    row = "| ft:emb+att > ft:emb | ewt | UAS | seed 0: -5.00; seed 1: +2.00 | -1.50 | no |"
+    assert "## Orderings over training seeds" in text and f"| attention helps fine-tuning {row}" in text
+    assert ablation_table(results_dir)["seed_spread"] == []
+    assert "## Orderings over training seeds" not in write_ablation_table(str(results_dir), None, None)
+
+
+def test_seed_spread_refuses_folders_that_mix_or_repeat_seeds(results_dir, tmp_path):
+    with pytest.raises(ValueError, match="results folder .*missing does not exist"):
+        ablation_table(results_dir, [tmp_path / "missing"])
+    repeated = write_seed_replicate(tmp_path / "again", 0, {"ft_emb": 0.84, "ft_emb_att": 0.86})
+    with pytest.raises(ValueError, match="both hold seed 0 of ewt ft_emb_att"):
+        ablation_table(results_dir, [repeated])
+    mixed = write_seed_replicate(tmp_path / "mixed", 1, {"ft_emb": 0.84})
+    write_seed_replicate(mixed, 2, {"ft_emb_att": 0.86})
+    with pytest.raises(ValueError, match="ft_emb_att was trained with seed 2, ft_emb with seed 1"):
+        ablation_table(results_dir, [mixed])
+    with pytest.raises(SystemExit, match="ablation-table: error: results folder"):
+        main(["ablation-table", "--results-dir", str(results_dir), "--replicates", str(tmp_path / "missing")])
 
 
 def test_train_commands_share_one_budget_and_differ_only_where_the_rows_do():
