@@ -313,7 +313,8 @@ def seed_spread(results_dirs: Sequence[Path]) -> List[Dict]:
                 runs: Dict[int, Dict] = {}
                 for folder in results_dirs:
                     better, worse = (records[folder, dataset.key][key] for key in (ordering.better, ordering.worse))
-                    verdict = ordering_verdict((better["test"] or {}).get(metric), (worse["test"] or {}).get(metric))
+                    scores = [(record["test"] or {}).get(metric) for record in (better, worse)]
+                    verdict = ordering_verdict(*scores)
                     if verdict["difference"] is None:
                         continue
                     if better["seed"] != worse["seed"]:
@@ -327,7 +328,8 @@ def seed_spread(results_dirs: Sequence[Path]) -> List[Dict]:
                             f"of {dataset.key} {ordering.better}; give each seed its own results folder"
                         )
                     runs[better["seed"]] = {
-                        "results_dir": str(folder), "seed": better["seed"], "difference": verdict["difference"]
+                        "results_dir": str(folder), "seed": better["seed"], "difference": verdict["difference"],
+                        "better": scores[0], "worse": scores[1],
                     }  # fmt: skip
                 if len(runs) < 2:
                     continue
@@ -453,12 +455,15 @@ def seed_spread_markdown(spread: List[Dict]) -> str:
         "## Orderings over training seeds (test, difference in points)\n",
         "The comparisons whose rows were trained under more than one seed (`ablation-run --seed S`, one "
         "results folder a seed, everything else equal): the difference under each seed, their mean, and "
-        "whether the first row is ahead under every seed.\n",
+        "whether the first row is ahead under every seed; in brackets the two rows' scores.\n",
         "| claim | comparison | dataset | metric | by seed | mean | ahead in every seed |",
         "|---|---|---|---|---|---|---|",
     ]
     for entry in spread:
-        by_seed = "; ".join(f"seed {run['seed']}: {run['difference']:+.2f}" for run in entry["runs"])
+        by_seed = "; ".join(
+            f"seed {run['seed']}: {run['difference']:+.2f} ({run['better']:.2f} vs {run['worse']:.2f})"
+            for run in entry["runs"]
+        )
         lines.append(
             f"| {entry['claim']} | {entry['comparison']} | {entry['dataset']} | {entry['metric'].upper()} | "
             f"{by_seed} | {entry['mean']:+.2f} | {'yes' if entry['holds_in_every_seed'] else 'no'} |"

@@ -144,9 +144,11 @@ def test_seed_spread_sets_each_seeds_difference_side_by_side(results_dir, tmp_pa
     ]
     uas = spread[0]
     assert [(run["seed"], run["difference"]) for run in uas["runs"]] == [(0, -5.0), (1, 2.0)]
+    assert [(run["better"], run["worse"]) for run in uas["runs"]] == [(80.0, 85.0), (86.0, 84.0)]
     assert uas["mean"] == -1.5 and uas["holds_in_every_seed"] is False
     text = write_ablation_table(str(results_dir), None, None, replicates=[str(seed1)])
-    row = "| ft:emb+att > ft:emb | ewt | UAS | seed 0: -5.00; seed 1: +2.00 | -1.50 | no |"
+    by_seed = "seed 0: -5.00 (80.00 vs 85.00); seed 1: +2.00 (86.00 vs 84.00)"
+    row = f"| ft:emb+att > ft:emb | ewt | UAS | {by_seed} | -1.50 | no |"
     assert "## Orderings over training seeds" in text and f"| attention helps fine-tuning {row}" in text
     assert ablation_table(results_dir)["seed_spread"] == []
     assert "## Orderings over training seeds" not in write_ablation_table(str(results_dir), None, None)
