@@ -294,25 +294,29 @@ def orderings(records: Dict[str, List[Dict]], results_dir: Path) -> List[Dict]:
     return results
 
 
-def seed_spread(results_dirs: Sequence[Path]) -> List[Dict]:
-    """Each ordering's test difference in every results folder where both of its rows were run, one
-    training seed a folder (`ablation-run --seed S --results-dir DIR`): the spread over seeds, which
-    the bootstrap over test sentences does not measure. Only comparisons run under two seeds or more."""
-    for folder in results_dirs:
-        if not Path(folder).is_dir():
-            raise ValueError(f"results folder {folder} does not exist")
-    records = {
-        (folder, dataset.key): {row["key"]: row for row in dataset_rows(Path(folder), dataset)}
-        for folder in results_dirs
-        for dataset in DATASETS
-    }
+def folder_records(results_dir: Path) -> Dict[str, List[Dict]]:
+    """Every dataset's rows (`dataset_rows`) of one results folder."""
+    if not results_dir.is_dir():
+        raise ValueError(f"results folder {results_dir} does not exist")
+    return {dataset.key: dataset_rows(results_dir, dataset) for dataset in DATASETS}
+
+
+def seed_spread(folders: Sequence[Tuple[Path, Dict[str, List[Dict]]]]) -> List[Dict]:
+    """Each ordering's test difference in every results folder (with its `folder_records`) where both
+    of its rows were run, one training seed a folder (`ablation-run --seed S --results-dir DIR`): the
+    spread over seeds, which the bootstrap over test sentences does not measure. Only comparisons run
+    under two seeds or more."""
+    rows_by_key = [
+        (folder, {key: {row["key"]: row for row in rows} for key, rows in records.items()})
+        for folder, records in folders
+    ]
     spread = []
     for ordering in ORDERINGS:
         for dataset in DATASETS:
             for metric in dataset.metrics:
                 runs: Dict[int, Dict] = {}
-                for folder in results_dirs:
-                    better, worse = (records[folder, dataset.key][key] for key in (ordering.better, ordering.worse))
+                for folder, rows in rows_by_key:
+                    better, worse = (rows[dataset.key][key] for key in (ordering.better, ordering.worse))
                     scores = [(record["test"] or {}).get(metric) for record in (better, worse)]
                     verdict = ordering_verdict(*scores)
                     if verdict["difference"] is None:
@@ -351,13 +355,14 @@ def seed_spread(results_dirs: Sequence[Path]) -> List[Dict]:
 def ablation_table(results_dir: Path, replicates: Sequence[Path] = ()) -> Dict:
     """Everything the markdown shows, from `results_dir`/{ewt,ptb}/*.json and, for the spread over
     training seeds, the same files of each replicate folder (another seed each)."""
-    records = {dataset.key: dataset_rows(Path(results_dir), dataset) for dataset in DATASETS}
+    folders = [(Path(folder), folder_records(Path(folder))) for folder in (results_dir, *replicates)]
+    records = folders[0][1]
     return {
         "unit": "percent",
         "paper": PAPER,
         "datasets": {dataset.key: {"name": dataset.name, "rows": records[dataset.key]} for dataset in DATASETS},
         "orderings": orderings(records, Path(results_dir)),
-        "seed_spread": seed_spread([Path(results_dir), *map(Path, replicates)]),
+        "seed_spread": seed_spread(folders),
     }
 
 
@@ -475,7 +480,7 @@ def write_ablation_table(
     results_dir: str, output: Optional[str], json_output: Optional[str], title: str = "", replicates: Sequence[str] = ()
 ) -> str:
     """Write the markdown and JSON; returns the markdown."""
-    table = ablation_table(Path(results_dir), [Path(folder) for folder in replicates])
+    table = ablation_table(Path(results_dir), replicates)
     text = ablation_markdown(table, title)
     for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
         if path:
