@@ -1,12 +1,12 @@
-"""Wordpieces to words: pooled hidden states and word-level attention.
+"""Wordpieces to units for a whole batch: pooled hidden states and word-level attention in torch.
 
-Pure numpy over the arrays in `TransformerData`, so it is testable without a pipeline.
-
-The transformer's outputs for one Doc are windows (spans) of `P` padded wordpiece positions, and
-`TransformerData.align` maps each spaCy token to positions in the flattened `W * P` grid; a token
+The transformer's outputs for a batch are windows (spans) of `P` padded wordpiece positions, and
+each Doc's `TransformerData.align` maps its spaCy tokens to positions of its own windows; a token
 can own several wordpieces and a wordpiece can belong to several tokens ("do" and "n't" share
-"don"), and whitespace tokens own none. A *unit* is what the pair scorer sees: unit 0 is the
-artificial root, carried by each window's first position ([CLS] or <s>), units 1..n are the words.
+"don"), and whitespace tokens own none. A *group* is what one pair-score matrix covers (a
+sentence for the parser, a Doc's entities for relations); its *units* are what the scorer pairs:
+unit 0 is the artificial root, carried by each window's first position ([CLS] or <s>), units
+1..n are words or entities (an entity owns the tokens of all its mentions).
 
 Pooling rules (Clark et al. 2019, and what the paper's word-level pairs need):
 - hidden state of a unit: mean over its wordpieces (over all windows that hold it);
@@ -15,164 +15,359 @@ Pooling rules (Clark et al. 2019, and what the paper's word-level pairs need):
   wordpiece (then that wordpiece is counted for each of them);
 - a pair is read in every window that holds both units and averaged over those windows; a pair
   that shares no window gets zero attention, and `shared == 0` says so.
+
+Everything is computed per *block*, one (group, window) pair: a block holds only the units that
+own a wordpiece in that window (at most the window's tokens), so a sentence of any length costs
+memory in proportion to its windows, and pairs in no common window are never materialised. The
+index arithmetic that finds blocks runs once per batch in numpy over small integer arrays; the
+pooling itself is batched torch matmuls on the device of the transformer's outputs, with
+gradients by autograd.
 """
 
-from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from dataclasses import dataclass, fields
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+import torch
+
+
+def ragged_arange(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """concatenate([arange(s, s + n) for s, n in zip(starts, lengths)]) without a Python loop."""
+    starts = np.asarray(starts, dtype="int64")
+    lengths = np.asarray(lengths, dtype="int64")
+    total = int(lengths.sum())
+    offsets = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.repeat(starts, lengths) + np.arange(total, dtype="int64") - offsets
 
 
 @dataclass
-class UnitAlignment:
-    """Which wordpieces each unit of one sentence owns, restricted to the windows it touches.
+class DocAlignments:
+    """The token -> wordpiece maps of a batch of Docs, in one global window numbering.
 
-    windows: (k,) sorted window indices touched by the sentence.
-    membership: (n_units, k, P) bool, True where the unit owns that wordpiece position.
+    lengths: (n_tokens_all,) wordpieces per token, Docs concatenated; positions: their global
+    flat positions window * P + position, with windows of all Docs numbered consecutively and P
+    the batch's widest window; token_offsets: (D + 1,) first token of each Doc in `lengths`.
     """
 
-    windows: np.ndarray
-    membership: np.ndarray
+    lengths: np.ndarray
+    positions: np.ndarray
+    token_offsets: np.ndarray
+    n_positions: int
+
+    @property
+    def wordpiece_offsets(self) -> np.ndarray:
+        """(n_tokens_all,) index in `positions` of each token's first wordpiece."""
+        return np.cumsum(self.lengths) - self.lengths
+
+    @classmethod
+    def from_docs(
+        cls, lengths: Sequence[np.ndarray], indices: Sequence[np.ndarray], windows: Sequence[Tuple[int, int]]
+    ) -> "DocAlignments":
+        """lengths/indices: each Doc's `align.lengths` / `align.dataXd` (flat in its own (W_d * P_d)
+        grid); windows: each Doc's (W_d, P_d)."""
+        n_windows = np.array([w for w, _ in windows], dtype="int64")
+        widths = np.array([p for _, p in windows], dtype="int64")
+        n_positions = int(widths.max(initial=1))
+        window_offsets = np.cumsum(n_windows) - n_windows
+        counts = np.array([len(i) for i in indices], dtype="int64")
+        flat = np.concatenate([np.asarray(i, dtype="int64").ravel() for i in indices] or [np.zeros(0, "int64")])
+        width = np.repeat(widths, counts)
+        positions = (np.repeat(window_offsets, counts) + flat // np.maximum(width, 1)) * n_positions + flat % np.maximum(
+            width, 1
+        )
+        token_counts = np.array([len(length) for length in lengths], dtype="int64")
+        return cls(
+            lengths=np.concatenate([np.asarray(x, dtype="int64") for x in lengths] or [np.zeros(0, "int64")]),
+            positions=positions,
+            token_offsets=np.concatenate([[0], np.cumsum(token_counts)]),
+            n_positions=n_positions,
+        )
+
+
+@dataclass
+class Groups:
+    """Which tokens make which unit of which group; flat arrays over all listed tokens.
+
+    doc: (G,) the Doc of each group; n_units: (G,) units per group, root included;
+    token_group / token_index / token_unit: (T,) group, token index in its Doc and unit (>= 1).
+    """
+
+    doc: np.ndarray
+    n_units: np.ndarray
+    token_group: np.ndarray
+    token_index: np.ndarray
+    token_unit: np.ndarray
+
+    @classmethod
+    def sentences(cls, doc: np.ndarray, start: np.ndarray, n_words: np.ndarray) -> "Groups":
+        """One group per sentence (doc[g], tokens start[g] .. start[g] + n_words[g]), one unit per word."""
+        doc, start, n_words = (np.asarray(x, dtype="int64") for x in (doc, start, n_words))
+        group = np.repeat(np.arange(len(doc)), n_words)
+        return cls(
+            doc=doc,
+            n_units=n_words + 1,
+            token_group=group,
+            token_index=ragged_arange(start, n_words),
+            token_unit=ragged_arange(np.ones_like(n_words), n_words),
+        )
+
+    def subset(self, groups: Sequence[int]) -> "Groups":
+        """The listed groups, renumbered 0..len(groups)-1 in that order."""
+        groups = np.asarray(groups, dtype="int64")
+        new_index = np.full(len(self.doc), -1, dtype="int64")
+        new_index[groups] = np.arange(len(groups))
+        keep = new_index[self.token_group] >= 0
+        return Groups(
+            doc=self.doc[groups],
+            n_units=self.n_units[groups],
+            token_group=new_index[self.token_group[keep]],
+            token_index=self.token_index[keep],
+            token_unit=self.token_unit[keep],
+        )
+
+
+@dataclass
+class BlockAlignment:
+    """How to pool one chunk of groups, block by block (numpy, or torch after `to_torch`).
+
+    S groups padded to N units; Bk blocks of at most U units over P positions.
+    block_group, block_window: (Bk,) the group and global window of each block;
+    unit_of: (Bk, U) the group unit of each block unit, -1 for padding; local_of: (Bk, N) the
+    block unit of each group unit, -1 where the unit is not in the block;
+    rows: (Bk, U, P) float, mean over a unit's wordpieces in the window (attention from it);
+    cols: (Bk, U, P) float, 1 on a unit's wordpieces in the window (attention to it);
+    hidden_weights: (Bk, U, P) float, mean over a unit's wordpieces in all windows;
+    shared: (S, N, N) float, windows holding both units; missing: (S, N) float, 1 for real units
+    without wordpieces; mask: (S, N) float, 1 for real units (root included).
+    """
+
+    block_group: np.ndarray
+    block_window: np.ndarray
+    unit_of: np.ndarray
+    local_of: np.ndarray
+    rows: np.ndarray
+    cols: np.ndarray
+    hidden_weights: np.ndarray
+    shared: np.ndarray
+    missing: np.ndarray
+    mask: np.ndarray
+
+    @property
+    def n_groups(self) -> int:
+        return self.mask.shape[0]
 
     @property
     def n_units(self) -> int:
-        return self.membership.shape[0]
+        return self.mask.shape[1]
+
+    def to_torch(self, device) -> "BlockAlignment":
+        """The same alignment as torch tensors on `device` (integers int64, the rest float32)."""
+        return BlockAlignment(
+            **{
+                f.name: torch.as_tensor(
+                    np.asarray(getattr(self, f.name)),
+                    dtype=torch.int64 if getattr(self, f.name).dtype.kind in "iu" else torch.float32,
+                    device=device,
+                )
+                for f in fields(self)
+            }
+        )
+
+    def unit_slots(self) -> torch.Tensor:
+        """(Bk, U) flat index g * N + u of each block unit in an (S * N) array; S * N for padding."""
+        slots = self.block_group[:, None] * self.n_units + self.unit_of
+        return torch.where(self.unit_of >= 0, slots, self.n_groups * self.n_units)
+
+    def pair_slots(self) -> torch.Tensor:
+        """(Bk, U * U) flat index of each block pair in an (S * N * N) array; S * N * N for padding."""
+        n = self.n_units
+        first = self.block_group[:, None, None] * n * n + self.unit_of[:, :, None] * n + self.unit_of[:, None, :]
+        real = (self.unit_of[:, :, None] >= 0) & (self.unit_of[:, None, :] >= 0)
+        width = self.unit_of.shape[1]
+        return torch.where(real, first, self.n_groups * n * n).reshape(len(self.unit_of), width * width)
+
+
+def align_blocks(alignments: DocAlignments, groups: Groups) -> BlockAlignment:
+    """The BlockAlignment of `groups` over the batch's windows (vectorised over all groups)."""
+    n_positions = alignments.n_positions
+    n_groups = len(groups.doc)
+    n_units = int(groups.n_units.max(initial=1))
+    tokens = alignments.token_offsets[groups.doc[groups.token_group]] + groups.token_index
+    counts = alignments.lengths[tokens]
+    first = alignments.wordpiece_offsets[tokens]
+    flat = alignments.positions[ragged_arange(first, counts)]
+    group = np.repeat(groups.token_group, counts)
+    unit = np.repeat(groups.token_unit, counts)
+    window, position = flat // n_positions, flat % n_positions
+    # Blocks: the distinct (group, window) pairs, sorted by group then window.
+    n_windows = int(window.max(initial=-1)) + 1
+    block_keys, block_of = np.unique(group * max(n_windows, 1) + window, return_inverse=True)
+    block_group, block_window = block_keys // max(n_windows, 1), block_keys % max(n_windows, 1)
+    n_blocks = len(block_keys)
+    # Every block holds the root, at its window's first position.
+    block_of = np.concatenate([np.arange(n_blocks), block_of.ravel()])
+    unit = np.concatenate([np.zeros(n_blocks, dtype="int64"), unit])
+    position = np.concatenate([np.zeros(n_blocks, dtype="int64"), position])
+    # Block units: the distinct (block, unit) pairs; the root is block unit 0 of every block.
+    block_unit_keys, local_of_entry = np.unique(block_of * n_units + unit, return_inverse=True)
+    block_of_unit = block_unit_keys // n_units
+    block_first_unit = np.searchsorted(block_of_unit, np.arange(n_blocks))
+    local = np.arange(len(block_unit_keys)) - block_first_unit[block_of_unit]
+    width = int(local.max(initial=0)) + 1
+    unit_of = np.full((n_blocks, width), -1, dtype="int64")
+    unit_of[block_of_unit, local] = block_unit_keys % n_units
+    local_of = np.full((n_blocks, n_units), -1, dtype="int64")
+    local_of[block_of_unit, block_unit_keys % n_units] = local
+    cols = np.zeros((n_blocks, width, n_positions), dtype="float32")
+    cols[block_of, local[local_of_entry.ravel()], position] = 1.0
+    per_window = cols.sum(axis=2)  # (Bk, U) wordpieces of each block unit in its window
+    real = unit_of >= 0
+    unit_slot = block_group[:, None] * n_units + np.maximum(unit_of, 0)
+    total = np.zeros(n_groups * n_units, dtype="float32")
+    np.add.at(total, unit_slot[real], per_window[real])
+    shared = np.zeros((n_groups, n_units, n_units), dtype="float32")
+    pair_group = np.repeat(block_group, width * width)
+    pair_i = np.repeat(unit_of, width, axis=1).ravel()
+    pair_j = np.tile(unit_of, (1, width)).ravel()
+    both = (pair_i >= 0) & (pair_j >= 0)
+    np.add.at(shared, (pair_group[both], pair_i[both], pair_j[both]), 1.0)
+    mask = (np.arange(n_units)[None, :] < groups.n_units[:, None]).astype("float32")
+    missing = mask * (total.reshape(n_groups, n_units) == 0)
+    return BlockAlignment(
+        block_group=block_group,
+        block_window=block_window,
+        unit_of=unit_of,
+        local_of=local_of,
+        rows=cols / np.maximum(per_window, 1.0)[:, :, None],
+        cols=cols,
+        hidden_weights=cols / np.maximum(np.where(real, total[unit_slot], 1.0), 1.0)[:, :, None],
+        shared=shared,
+        missing=missing,
+        mask=mask,
+    )
+
+
+def pool_hidden(window_hidden: torch.Tensor, alignment: BlockAlignment) -> torch.Tensor:
+    """(S, N, M) mean of each unit's wordpiece vectors; zeros for units with none.
+
+    window_hidden: (W, P, M) last hidden state of the batch's windows; alignment on its device.
+    """
+    n_slots = alignment.n_groups * alignment.n_units
+    per_block = torch.matmul(alignment.hidden_weights, window_hidden[alignment.block_window])  # (Bk, U, M)
+    width = window_hidden.shape[-1]
+    pooled = window_hidden.new_zeros(n_slots + 1, width).index_add(
+        0, alignment.unit_slots().reshape(-1), per_block.reshape(-1, width)
+    )
+    return pooled[:-1].view(alignment.n_groups, alignment.n_units, width)
+
+
+@dataclass
+class WordAttention:
+    """Word-level attention of S groups of N units, kept as per-window blocks.
+
+    blocks: (Bk, F, U, U) with blocks[b, f, k, l] the attention of block unit k to block unit l
+    in map f (layer-major: f = layer * H + head), summed (not yet averaged) over that window;
+    alignment: the BlockAlignment (torch) that places blocks in their groups.
+    Nothing of size F x N x N is built unless `dense` is called.
+    """
+
+    blocks: torch.Tensor
+    alignment: BlockAlignment
 
     @property
-    def has_wordpieces(self) -> np.ndarray:
-        """(n_units,) bool: False for units with no wordpiece (e.g. whitespace tokens)."""
-        return self.membership.any(axis=(1, 2))
+    def n_maps(self) -> int:
+        return self.blocks.shape[1]
 
-    def mean_weights(self) -> np.ndarray:
-        """(n_units, k, P) float32 weights that average a unit's wordpieces over all windows."""
-        counts = self.membership.sum(axis=(1, 2), keepdims=True)
-        return self.membership / np.maximum(counts, 1).astype("float32")
-
-
-def align_units(
-    align_lengths: np.ndarray,
-    align_indices: np.ndarray,
-    n_positions: int,
-    token_start: int,
-    token_end: int,
-) -> UnitAlignment:
-    """Alignment of root + tokens[token_start:token_end], one unit per token (the parser's words)."""
-    if not 0 <= token_start <= token_end <= len(align_lengths):
-        raise ValueError(
-            f"Token range [{token_start}, {token_end}) is outside the alignment of {len(align_lengths)} tokens"
+    @classmethod
+    def from_dense(cls, attention: torch.Tensor, mask: Optional[torch.Tensor] = None) -> "WordAttention":
+        """Groups whose (S, F, N, N) attention is given whole: one block per group, every pair shared."""
+        n_groups, _, n_units, _ = attention.shape
+        mask = attention.new_ones(n_groups, n_units) if mask is None else mask
+        units = torch.arange(n_units, device=attention.device)
+        unit_of = torch.where(mask > 0, units, -1)
+        empty = attention.new_zeros(n_groups, n_units, 0)
+        alignment = BlockAlignment(
+            block_group=torch.arange(n_groups, device=attention.device),
+            block_window=torch.arange(n_groups, device=attention.device),
+            unit_of=unit_of,
+            local_of=unit_of,
+            rows=empty,
+            cols=empty,
+            hidden_weights=empty,
+            shared=mask[:, :, None] * mask[:, None, :],
+            missing=torch.zeros_like(mask),
+            mask=mask,
         )
-    tokens = np.arange(token_start, token_end)
-    return align_token_groups(align_lengths, align_indices, n_positions, tokens, tokens - token_start + 1)
+        return cls(attention, alignment)
 
+    def project(self, weights: torch.Tensor) -> torch.Tensor:
+        """(S, C, N, N): sum_f weights[c, f] * attention[s, f, i, j], averaged over shared windows.
 
-def align_token_groups(
-    align_lengths: np.ndarray,
-    align_indices: np.ndarray,
-    n_positions: int,
-    tokens: np.ndarray,
-    units: np.ndarray,
-) -> UnitAlignment:
-    """Alignment of root + units made of groups of tokens, from a ragged token->wordpiece map.
-
-    align_lengths: (n_tokens,) wordpieces per token of the Doc; align_indices: their flat
-    positions in the (W * n_positions) grid, concatenated in token order. tokens[t] belongs to
-    unit units[t] (1-based; a word is one token, an entity all tokens of all its mentions).
-    """
-    align_lengths = np.asarray(align_lengths, dtype="int64")
-    align_indices = np.asarray(align_indices, dtype="int64")
-    tokens = np.asarray(tokens, dtype="int64")
-    units = np.asarray(units, dtype="int64")
-    n_units = int(units.max(initial=0)) + 1
-    offsets = np.concatenate([[0], np.cumsum(align_lengths)])
-    counts = align_lengths[tokens]
-    # Flat positions of every wordpiece of every listed token: ragged ranges gathered at once.
-    first = np.repeat(offsets[tokens] - np.cumsum(counts) + counts, counts)
-    flat = align_indices[first + np.arange(int(counts.sum()))]
-    owners = np.repeat(units, counts)
-    windows = np.unique(flat // n_positions)
-    membership = np.zeros((n_units, len(windows), n_positions), dtype=bool)
-    membership[owners, np.searchsorted(windows, flat // n_positions), flat % n_positions] = True
-    membership[0, :, 0] = True
-    return UnitAlignment(windows=windows, membership=membership)
-
-
-def pool_hidden(hidden: np.ndarray, alignment: UnitAlignment) -> np.ndarray:
-    """(n_units, M) mean of each unit's wordpiece vectors; zeros for units with none.
-
-    hidden: (W, P, M) last hidden state of the Doc's windows.
-    """
-    selected = hidden[alignment.windows]
-    return np.einsum("ukp,kpm->um", alignment.mean_weights(), selected).astype(hidden.dtype, copy=False)
-
-
-def pool_hidden_backward(d_units: np.ndarray, alignment: UnitAlignment, hidden_shape: Sequence[int]) -> np.ndarray:
-    """Gradient of `pool_hidden` with respect to `hidden`, as a (W, P, M) array."""
-    d_hidden = np.zeros(hidden_shape, dtype=d_units.dtype)
-    d_hidden[alignment.windows] = np.einsum("ukp,um->kpm", alignment.mean_weights(), d_units)
-    return d_hidden
-
-
-def _attention_pooling(alignment: UnitAlignment):
-    """(used, membership, rows, shared): what `pool_attention` and its backward share.
-
-    Only the positions some unit occupies matter (windows are padded to the batch's longest):
-    used lists them; membership (k, n, p) float32 says which of them each unit owns in each
-    window; rows (k, n, p) averages a unit's wordpieces; shared (n, n) counts common windows.
-    """
-    used = np.flatnonzero(alignment.membership.any(axis=(0, 1)))
-    membership = alignment.membership[:, :, used].transpose(1, 0, 2).astype("float32")  # (k, n, p)
-    per_window_counts = membership.sum(axis=2, keepdims=True)
-    rows = membership / np.maximum(per_window_counts, 1)  # mean over the unit's wordpieces
-    present = (per_window_counts[..., 0] > 0).astype("float32")  # (k, n)
-    shared = np.einsum("ki,kj->ij", present, present)
-    return used, membership, rows, shared
-
-
-def pool_attention(attentions: List[np.ndarray], alignment: UnitAlignment):
-    """Word-level attention between all units, for every layer and head.
-
-    attentions: one (W, H, P, P) array per layer, rows attending to columns.
-    Returns (attention, shared): attention is (L*H, n_units, n_units) float32 where
-    attention[l*H + h, i, j] is how much unit i attends to unit j in layer l, head h, averaged
-    over the windows both units share; shared is (n_units, n_units) int, that window count.
-    """
-    used, membership, rows, shared = _attention_pooling(alignment)
-    # (k, L*H, p, p): the used part of each window's maps, all layers and heads stacked layer-major.
-    maps = np.concatenate(
-        [layer[np.ix_(alignment.windows, np.arange(layer.shape[1]), used, used)] for layer in attentions], axis=1
-    )
-    from_rows = np.matmul(rows[:, None], maps)  # (k, LH, n, p)
-    per_window = np.matmul(from_rows, membership.transpose(0, 2, 1)[:, None])  # (k, LH, n, n)
-    attention = per_window.sum(axis=0) / np.maximum(shared, 1)
-    return attention.astype("float32", copy=False), shared.astype("int32")
-
-
-def pool_attention_backward(
-    d_attention: np.ndarray,
-    alignment: UnitAlignment,
-    layer_shapes: Sequence[Sequence[int]],
-    out: Optional[List[np.ndarray]] = None,
-) -> List[np.ndarray]:
-    """Gradient of `pool_attention` with respect to its attentions: one (W, H, P, P) array per layer.
-
-    d_attention: (L*H, n_units, n_units), the gradient of the pooled attention. layer_shapes: the
-    shape of each layer's attentions. out: arrays (one per layer) to add the gradient to instead
-    of new zeros, because the sentences of a Doc share its windows and only touch a few of their
-    positions, so writing a full-size array per sentence would cost far more than the gradient.
-    """
-    used, membership, rows, shared = _attention_pooling(alignment)
-    d_per_window = (d_attention / np.maximum(shared, 1)).astype("float32", copy=False)  # (LH, n, n)
-    # maps[k, f] enters as rows[k] @ maps[k, f] @ membership[k].T, so its gradient is
-    # rows[k].T @ d @ membership[k], for every window and map at once.
-    to_rows = np.matmul(rows.transpose(0, 2, 1)[:, None], d_per_window[None])  # (k, LH, p, n)
-    d_maps = np.matmul(to_rows, membership[:, None])  # (k, LH, p, p)
-    heads = np.cumsum([0] + [shape[1] for shape in layer_shapes])
-    if heads[-1] != d_attention.shape[0]:
-        raise ValueError(
-            f"pool_attention_backward: d_attention has {d_attention.shape[0]} maps "
-            f"but the layers hold {heads[-1]} heads"
+        weights: (C, F), or (S, C, F) for one set of weights per group (map dropout).
+        """
+        a = self.alignment
+        n_blocks, n_maps, width, _ = self.blocks.shape
+        block_weights = weights if weights.dim() == 2 else weights[a.block_group]
+        per_block = torch.matmul(block_weights, self.blocks.reshape(n_blocks, n_maps, width * width))  # (Bk, C, U*U)
+        n_out = per_block.shape[1]
+        n_slots = a.n_groups * a.n_units * a.n_units
+        summed = per_block.new_zeros(n_out, n_slots + 1).index_add(
+            1, a.pair_slots().reshape(-1), per_block.permute(1, 0, 2).reshape(n_out, -1)
         )
-    d_attentions = [np.zeros(shape, dtype="float32") for shape in layer_shapes] if out is None else out
-    for d_layer, first, end in zip(d_attentions, heads[:-1], heads[1:]):
-        d_layer[np.ix_(alignment.windows, np.arange(end - first), used, used)] += d_maps[:, first:end]
-    return d_attentions
+        summed = summed[:, :-1].view(n_out, a.n_groups, a.n_units, a.n_units).transpose(0, 1)
+        return summed / a.shared.clamp(min=1)[:, None]
+
+    def dense(self) -> torch.Tensor:
+        """(S, F, N, N) word-level attention, every map (for tooling and tests)."""
+        eye = torch.eye(self.n_maps, dtype=self.blocks.dtype, device=self.blocks.device)
+        return self.project(eye)
+
+    def at_pairs(self, heads: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(S, N, F) attention of each unit i to heads[s, i], and (S, N, F) of heads[s, i] to i."""
+        a = self.alignment
+        n_blocks = len(a.unit_of)
+        block_index = torch.arange(n_blocks, device=heads.device)[:, None]
+        head_units = heads[a.block_group[:, None], a.unit_of.clamp(min=0)]  # (Bk, U)
+        head_local = a.local_of[block_index, head_units]
+        usable = (a.unit_of >= 0) & (head_local >= 0)
+        local = torch.arange(a.unit_of.shape[1], device=heads.device)[None].expand(n_blocks, -1)
+        maps = self.blocks.permute(0, 2, 3, 1)  # (Bk, U, U, F)
+        to_head = maps[block_index, local, head_local.clamp(min=0)] * usable[..., None]
+        from_head = maps[block_index, head_local.clamp(min=0), local] * usable[..., None]
+        slots = a.unit_slots().reshape(-1)
+        shared = a.shared.gather(2, heads[..., None])[..., 0].clamp(min=1)[..., None]  # (S, N, 1)
+
+        def place(values: torch.Tensor) -> torch.Tensor:
+            n_slots = a.n_groups * a.n_units
+            placed = values.new_zeros(n_slots + 1, self.n_maps).index_add(0, slots, values.reshape(-1, self.n_maps))
+            return placed[:-1].view(a.n_groups, a.n_units, self.n_maps) / shared
+
+        return place(to_head), place(from_head)
+
+
+def pool_attention(window_attention: torch.Tensor, alignment: BlockAlignment) -> WordAttention:
+    """Word-level attention between the units of every group, for every map.
+
+    window_attention: (W, F, P, P) the batch's windows, all layers' heads stacked layer-major,
+    rows attending to columns. Each block is rows (U, P) @ maps (F, P, P) @ cols.T (P, U).
+    """
+    maps = window_attention[alignment.block_window]  # (Bk, F, P, P)
+    from_units = torch.matmul(alignment.rows[:, None], maps)  # (Bk, F, U, P)
+    return WordAttention(torch.matmul(from_units, alignment.cols[:, None].transpose(2, 3)), alignment)
+
+
+def stack_windows(arrays: List[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
+    """Concatenate per-Doc (W_d, P_d, ...) window tensors, right-padding positions to the widest P.
+
+    Positions are the dims after the first whose size is P_d (1 for hidden states, the last two
+    for attention maps). Returns the stacked tensor and each Doc's P_d.
+    """
+    widths = [a.shape[-1] if a.dim() == 4 else a.shape[1] for a in arrays]
+    widest = max(widths)
+    padded = []
+    for array, width in zip(arrays, widths):
+        if width < widest:
+            pad = (0, widest - width, 0, widest - width) if array.dim() == 4 else (0, 0, 0, widest - width)
+            array = torch.nn.functional.pad(array, pad)
+        padded.append(array)
+    return torch.cat(padded), widths

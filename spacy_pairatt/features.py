@@ -1,242 +1,252 @@
-"""Pair features of eq. 5 for every sentence of a batch: T (units x M) and a (L*H x units x units).
+"""Pair features of eq. 5 for a batch: the transformer's windows as torch tensors, and the groups to pool.
 
-The pair scorer never sees the N x N x (2M + 2LH) concatenation: it gets the word vectors and the
-attention maps separately and sums per-part linear maps (see `layers.pair_scorer`).
+The pair scorer never sees the N x N x (2M + 2LH) concatenation: it gets the pooled word vectors
+and the word-level attention as per-window blocks (`alignment.WordAttention`), and sums per-part
+linear maps (see `layers.torch_scorers`). This module turns Docs and their `TransformerData`
+into what the scorer pools: every Doc's windows stacked into one tensor on the transformer's
+device (no copy to the host), and the token groups (sentences or entities) that make the units.
 """
 
+import warnings
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+import torch
+from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
-from thinc.api import to_numpy
+from thinc.api import torch2xp, xp2torch
 
 from .alignment import (
-    UnitAlignment,
-    align_token_groups,
-    align_units,
+    DocAlignments,
+    Groups,
+    align_blocks,
     pool_attention,
-    pool_attention_backward,
     pool_hidden,
-    pool_hidden_backward,
+    ragged_arange,
+    stack_windows,
 )
 from .span_getters import sentence_spans
-
-ATTENTION_CONFIG_HINT = (
-    "Set these in the transformer's config:\n"
-    "[components.transformer.model.transformer_config]\n"
-    "output_attentions = true\n"
-    'attn_implementation = "eager"'
-)
+from .validation import ATTENTION_CONFIG_HINT  # noqa: F401 (re-exported; defined with the other checks)
 
 
 class MissingAttentionError(ValueError):
     """The upstream transformer does not output attention weights."""
 
 
-@dataclass
-class UnitFeatures:
-    """Units of one scored group (unit 0 = root, 1..n = a sentence's words or a Doc's entities)."""
+# A Doc without sentence boundaries is one sentence, and one tree, up to this many tokens. A
+# longer one is split where spaCy's rule-based sentencizer finds sentence ends (and pieces still
+# longer are cut into nearly equal parts), with a warning: its n x n pair scores would need
+# gigabytes. Sentences the Doc has (set by a senter, a sentencizer or the data) are never cut.
+MAX_UNSEGMENTED_TOKENS = 2048
 
-    doc_index: int
-    alignment: UnitAlignment
-    hidden: np.ndarray  # (n+1, M)
-    attention: Optional[np.ndarray]  # (L*H, n+1, n+1) or None when attention is not used
-    shared: Optional[np.ndarray]  # (n+1, n+1) windows shared by each pair
-
-    @property
-    def n_units(self) -> int:
-        return self.hidden.shape[0]
-
-
-@dataclass
-class PairBatch:
-    """Sentences padded to a common number of units N, the scorer's input.
-
-    hidden (B, N, M); attention (B, L*H, N, N) or None; missing (B, N) 1.0 for units without
-    wordpieces; unshared (B, N, N) 1.0 for pairs with no common window; mask (B, N) 1.0 for real
-    units (root included). attention_requires_grad: the scorer's backprop returns the gradient of
-    the attention too (only worth its cost when the transformer is fine-tuned through attention).
-    """
-
-    hidden: np.ndarray
-    attention: Optional[np.ndarray]
-    missing: np.ndarray
-    unshared: np.ndarray
-    mask: np.ndarray
-    attention_requires_grad: bool = False
-
-    @property
-    def lengths(self) -> np.ndarray:
-        return self.mask.sum(axis=1).astype("int64")
-
-
-# A longer sentence is parsed as consecutive pieces of nearly equal length, one tree each: the
-# pair features of an n-token unit are n x n per layer and head, and a 10,000-token Doc without
-# sentence boundaries would need tens of GB. EWT's longest sentence has 159 tokens.
-MAX_SENTENCE_TOKENS = 256
+_SENTENCIZER = Sentencizer()
 
 
 def doc_sentences(doc: Doc) -> List[Tuple[int, int]]:
     """(start, end) token offsets of the units the parser decodes as one tree each.
 
-    The Doc's sentence boundaries when it has them (a sentencizer, senter or the data set them),
-    else the whole Doc is one sentence; a sentence over MAX_SENTENCE_TOKENS is cut into pieces.
+    The Doc's sentence boundaries when it has them, else the whole Doc; an unsegmented Doc over
+    MAX_UNSEGMENTED_TOKENS is segmented as described there, with a warning naming it.
     """
-    units = []
-    for span in sentence_spans(doc):
-        n_pieces = -(-len(span) // MAX_SENTENCE_TOKENS)
-        bounds = span.start + (np.arange(n_pieces + 1) * len(span)) // max(n_pieces, 1)
-        units.extend(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
-    return units
+    spans = [(span.start, span.end) for span in sentence_spans(doc)]
+    if doc.has_annotation("SENT_START") or len(doc) <= MAX_UNSEGMENTED_TOKENS:
+        return spans
+    warnings.warn(
+        f"pairatt_parser: a Doc of {len(doc)} tokens without sentence boundaries ({doc.text[:40]!r}...) is "
+        f"longer than {MAX_UNSEGMENTED_TOKENS} tokens; it is parsed as the sentences spaCy's rule-based "
+        "sentencizer finds. Put a senter or sentencizer before the parser to choose the sentences.",
+        stacklevel=2,
+    )
+    starts = np.flatnonzero(np.asarray(_SENTENCIZER.predict([doc])[0], dtype=bool))
+    bounds = np.unique(np.concatenate([[0], starts, [len(doc)]]))
+    return [piece for start, end in zip(bounds[:-1], bounds[1:]) for piece in _even_pieces(int(start), int(end))]
 
 
-def trf_arrays(trf_data, use_attention: bool):
-    """(hidden (W, P, M), attentions list or None, align lengths, align indices) of one Doc.
+def _even_pieces(start: int, end: int) -> List[Tuple[int, int]]:
+    """[start, end) cut into consecutive pieces of nearly equal length, none over MAX_UNSEGMENTED_TOKENS."""
+    n_pieces = -(-(end - start) // MAX_UNSEGMENTED_TOKENS)
+    bounds = start + (np.arange(n_pieces + 1) * (end - start)) // n_pieces
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
-    Copied to numpy: alignment and pooling run on the CPU whatever device the transformer uses.
+
+@dataclass
+class WindowBatch:
+    """The transformer's output for a batch of Docs, every Doc's windows stacked on its device.
+
+    hidden: (W, P, M) last hidden state; attention: (W, L*H, P, P) every layer's heads, layer-major,
+    or None when not used; alignments: every Doc's token -> wordpiece map in that window numbering;
+    doc_windows / doc_widths: each Doc's (W_d, P_d) (0, 0 for Docs without output);
+    n_heads: heads per layer.
     """
+
+    hidden: torch.Tensor
+    attention: Optional[torch.Tensor]
+    alignments: DocAlignments
+    doc_windows: List[int]
+    doc_widths: List[int]
+    n_heads: int
+
+
+def window_batch(docs: Sequence[Doc], trf_datas, use_attention: bool, needed: Sequence[bool]) -> WindowBatch:
+    """Stack the outputs of the Docs marked `needed` (the others, e.g. empty Docs, contribute nothing)."""
+    hiddens, attentions, lengths, indices, windows = [], [], [], [], []
+    n_heads = 0
+    for doc_index, (doc, trf_data, used) in enumerate(zip(docs, trf_datas, needed)):
+        if not used:
+            lengths.append(np.zeros(len(doc), dtype="int64"))
+            indices.append(np.zeros(0, dtype="int64"))
+            windows.append((0, 0))
+            continue
+        hidden, layers = _doc_outputs(doc_index, doc, trf_data, use_attention)
+        hiddens.append(hidden)
+        if layers is not None:
+            n_heads = layers[0].shape[1]
+            attentions.append(torch.cat(layers, dim=1))
+        lengths.append(np.asarray(trf_data.align.lengths, dtype="int64"))
+        indices.append(np.asarray(trf_data.align.dataXd, dtype="int64").ravel())
+        windows.append((hidden.shape[0], hidden.shape[1]))
+    hidden, _ = stack_windows(hiddens)
+    attention = stack_windows(attentions)[0] if attentions else None
+    return WindowBatch(
+        hidden=hidden,
+        attention=attention,
+        alignments=DocAlignments.from_docs(lengths, indices, windows),
+        doc_windows=[w for w, _ in windows],
+        doc_widths=[p for _, p in windows],
+        n_heads=n_heads,
+    )
+
+
+def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
+    """(hidden (W, P, M), attention per layer (W, H, P, P) or None) of one Doc, as torch tensors, checked."""
     output = trf_data.model_output
     if "last_hidden_state" not in output:
-        return None
-    hidden = to_numpy(output["last_hidden_state"])
-    attentions = None
+        raise ValueError(f"pairatt: Doc {doc_index} ({len(doc)} tokens) has no transformer output")
+    if len(trf_data.align.lengths) != len(doc):
+        raise ValueError(
+            f"pairatt: the transformer alignment covers {len(trf_data.align.lengths)} tokens but Doc {doc_index} "
+            f"has {len(doc)}; the Doc was changed after the transformer ran"
+        )
+    layers = None
     if use_attention:
         if not output.get("attentions"):
             raise MissingAttentionError(
                 "pairatt: Doc._.trf_data has no attention weights, so the upstream transformer was "
                 "run without them.\n" + ATTENTION_CONFIG_HINT
             )
-        attentions = [to_numpy(layer) for layer in output["attentions"]]
-    return hidden, attentions, to_numpy(trf_data.align.lengths), to_numpy(trf_data.align.dataXd)
+        layers = [xp2torch(layer) for layer in output["attentions"]]
+    return xp2torch(output["last_hidden_state"]), layers
 
 
-def doc_arrays(doc_index: int, doc: Doc, trf_data, use_attention: bool):
-    """`trf_arrays` of one Doc, checked against the Doc's tokens."""
-    arrays = trf_arrays(trf_data, use_attention)
-    if arrays is None:
-        raise ValueError(f"pairatt: Doc {doc_index} ({len(doc)} tokens) has no transformer output")
-    lengths = arrays[2]
-    if len(lengths) != len(doc):
-        raise ValueError(
-            f"pairatt: the transformer alignment covers {len(lengths)} tokens but Doc {doc_index} "
-            f"has {len(doc)}; the Doc was changed after the transformer ran"
-        )
-    return arrays
-
-
-def unit_features(doc_index: int, arrays, alignment: UnitAlignment) -> UnitFeatures:
-    """Pooled hidden states and, when the arrays carry attention, word-level attention of the units."""
-    hidden, attentions = arrays[:2]
-    attention = shared = None
-    if attentions is not None:
-        attention, shared = pool_attention(attentions, alignment)
-    return UnitFeatures(doc_index, alignment, pool_hidden(hidden, alignment), attention, shared)
-
-
-def sentence_features(
-    docs: List[Doc], trf_datas, use_attention: bool
-) -> Tuple[List[UnitFeatures], List[Tuple[int, int, int]]]:
-    """Features for every sentence of every Doc, in Doc order, and (doc index, start, n words) of each."""
-    features: List[UnitFeatures] = []
-    sentences: List[Tuple[int, int, int]] = []
-    for doc_index, (doc, trf_data) in enumerate(zip(docs, trf_datas)):
-        spans = doc_sentences(doc)
-        if not spans:
+def split_window_gradients(windows: WindowBatch, d_hidden: torch.Tensor, d_attention: Optional[torch.Tensor]):
+    """Per-Doc (d last_hidden_state (W_d, P_d, M), d attentions [(W_d, H, P_d, P_d)] or None), xp arrays;
+    None for Docs without output."""
+    grads = []
+    first = 0
+    for n_windows, width in zip(windows.doc_windows, windows.doc_widths):
+        if n_windows == 0:
+            grads.append(None)
             continue
-        arrays = doc_arrays(doc_index, doc, trf_data, use_attention)
-        hidden, _, lengths, indices = arrays
-        for start, end in spans:
-            alignment = align_units(lengths, indices, hidden.shape[1], start, end)
-            features.append(unit_features(doc_index, arrays, alignment))
-            sentences.append((doc_index, start, end - start))
-    return features, sentences
+        rows = slice(first, first + n_windows)
+        first += n_windows
+        doc_attention = None
+        if d_attention is not None:
+            maps = d_attention[rows, :, :width, :width]
+            doc_attention = [torch2xp(layer.contiguous()) for layer in maps.split(windows.n_heads, dim=1)]
+        grads.append((torch2xp(d_hidden[rows, :width].contiguous()), doc_attention))
+    return grads
 
 
-def entity_features(
-    docs: List[Doc], trf_datas, entities: List[List[List[Tuple[int, int]]]], use_attention: bool
-) -> List[UnitFeatures]:
-    """Features of the entities of every Doc that has at least two (so at least one pair).
+@dataclass
+class PairBatch:
+    """One chunk of groups for the scorer: the batch's windows and how to pool this chunk from them.
+
+    attention_requires_grad: the scorer's backprop returns the gradient of the window attention
+    too (only worth its cost when the transformer is fine-tuned through attention).
+    """
+
+    windows: WindowBatch
+    alignment: "BlockAlignment"  # noqa: F821 (numpy, from alignment.align_blocks)
+    attention_requires_grad: bool = False
+
+    @property
+    def mask(self) -> np.ndarray:
+        """(S, N) 1.0 for real units, root included."""
+        return self.alignment.mask
+
+
+def chunk_batch(windows: WindowBatch, groups: Groups, chunk: Sequence[int], attention_requires_grad: bool):
+    """The PairBatch of the listed groups."""
+    alignment = align_blocks(windows.alignments, groups.subset(chunk))
+    return PairBatch(windows, alignment, attention_requires_grad and windows.attention is not None)
+
+
+def parser_groups(docs: Sequence[Doc]) -> Tuple[Groups, List[Tuple[int, int, int]]]:
+    """One group per sentence of every Doc, and (doc index, start, n words) of each."""
+    sentences = [(index, start, end - start) for index, doc in enumerate(docs) for start, end in doc_sentences(doc)]
+    columns = np.array(sentences, dtype="int64").reshape(-1, 3).T
+    return Groups.sentences(*columns), sentences
+
+
+def entity_groups(entities: Sequence[Sequence[Sequence[Tuple[int, int]]]]) -> Groups:
+    """One group per Doc with at least two entities (so at least one pair); unit u >= 1 is entity u - 1.
 
     entities[d] lists Doc d's entities, each a list of mention offsets (start, end). An entity's
     vector is the mean over the wordpieces of all its mentions; its attention to another entity
     is the mean over its own wordpieces of the attention summed over the other's wordpieces, so
     both directions of a pair are pooled over all token pairs of the two entities.
     """
-    features: List[UnitFeatures] = []
-    for doc_index, (doc, trf_data, doc_entities) in enumerate(zip(docs, trf_datas, entities)):
-        if len(doc_entities) < 2:
-            continue
-        arrays = doc_arrays(doc_index, doc, trf_data, use_attention)
-        tokens = [np.arange(start, end) for mentions in doc_entities for start, end in mentions]
-        units = [
-            np.full(end - start, unit) for unit, mentions in enumerate(doc_entities, start=1) for start, end in mentions
-        ]
-        alignment = align_token_groups(
-            arrays[2], arrays[3], arrays[0].shape[1], np.concatenate(tokens), np.concatenate(units)
-        )
-        features.append(unit_features(doc_index, arrays, alignment))
-    return features
-
-
-def pad_batch(
-    features: List[UnitFeatures], width: int, n_attention: int, attention_requires_grad: bool = False
-) -> PairBatch:
-    """Stack (at least one) sentences into padded arrays; attention is None when they carry none."""
-    n_units = max(f.hidden.shape[0] for f in features)
-    batch = len(features)
-    hidden = np.zeros((batch, n_units, width), dtype="float32")
-    missing = np.zeros((batch, n_units), dtype="float32")
-    unshared = np.zeros((batch, n_units, n_units), dtype="float32")
-    mask = np.zeros((batch, n_units), dtype="float32")
-    use_attention = features[0].attention is not None
-    attention = np.zeros((batch, n_attention, n_units, n_units), dtype="float32") if use_attention else None
-    for b, feats in enumerate(features):
-        n = feats.hidden.shape[0]
-        hidden[b, :n] = feats.hidden
-        missing[b, :n] = ~feats.alignment.has_wordpieces
-        mask[b, :n] = 1.0
-        if use_attention:
-            attention[b, :, :n, :n] = feats.attention
-            unshared[b, :n, :n] = feats.shared == 0
-    return PairBatch(hidden, attention, missing, unshared, mask, attention_requires_grad and use_attention)
-
-
-def hidden_gradients(
-    d_hidden_units: List[np.ndarray],
-    features: List[UnitFeatures],
-    hidden_shapes: List[Optional[Tuple[int, ...]]],
-) -> List[Optional[np.ndarray]]:
-    """Per-Doc gradients of the last hidden state from each sentence's padded (N, M) unit gradients.
-
-    None for Docs without transformer output; zeros for Docs whose sentences got no gradient.
-    """
-    d_docs: List[Optional[np.ndarray]] = [
-        None if shape is None else np.zeros(shape, dtype="float32") for shape in hidden_shapes
+    docs = [index for index, doc_entities in enumerate(entities) if len(doc_entities) >= 2]
+    mentions = [
+        (group, unit, start, end)
+        for group, doc in enumerate(docs)
+        for unit, doc_mentions in enumerate(entities[doc], start=1)
+        for start, end in doc_mentions
     ]
-    for b, feats in enumerate(features):
-        n = feats.hidden.shape[0]
-        d_docs[feats.doc_index] += pool_hidden_backward(
-            d_hidden_units[b][:n], feats.alignment, hidden_shapes[feats.doc_index]
-        )
-    return d_docs
+    group, unit, start, end = np.array(mentions, dtype="int64").reshape(-1, 4).T
+    n_tokens = end - start
+    return Groups(
+        doc=np.array(docs, dtype="int64"),
+        n_units=np.array([len(entities[doc]) + 1 for doc in docs], dtype="int64"),
+        token_group=np.repeat(group, n_tokens),
+        token_index=ragged_arange(start, n_tokens),
+        token_unit=np.repeat(unit, n_tokens),
+    )
 
 
-def attention_gradients(
-    d_attention_units: List[np.ndarray],
-    features: List[UnitFeatures],
-    attention_shapes: List[Optional[List[Tuple[int, ...]]]],
-) -> List[Optional[List[np.ndarray]]]:
-    """Per-Doc gradients of the attentions (one (W, H, P, P) array per layer) from each group's
-    padded (L*H, N, N) gradient of its word-level attention.
+@dataclass
+class UnitFeatures:
+    """One group's pooled features as numpy, for tooling (probing, pictures, kept attention maps).
 
-    None for Docs without transformer output; zeros for Docs whose groups got no gradient.
+    hidden (n+1, M); attention (L*H, n+1, n+1) or None; unit 0 is the root.
     """
-    d_docs: List[Optional[List[np.ndarray]]] = [
-        None if shapes is None else [np.zeros(shape, dtype="float32") for shape in shapes]
-        for shapes in attention_shapes
+
+    doc_index: int
+    hidden: np.ndarray
+    attention: Optional[np.ndarray]
+
+    @property
+    def n_units(self) -> int:
+        return self.hidden.shape[0]
+
+
+def sentence_features(docs: List[Doc], trf_datas, use_attention: bool) -> Tuple[List[UnitFeatures], list]:
+    """Every sentence's word features as numpy, in Doc order, and (doc index, start, n words) of each.
+
+    Runs the scorer's own pooling (one implementation) and copies the result to the host.
+    """
+    groups, sentences = parser_groups(docs)
+    if not sentences:
+        return [], []
+    needed = [len(doc) > 0 for doc in docs]
+    windows = window_batch(docs, trf_datas, use_attention, needed)
+    alignment = align_blocks(windows.alignments, groups).to_torch(windows.hidden.device)
+    with torch.no_grad():
+        hidden = pool_hidden(windows.hidden, alignment).cpu().numpy()
+        attention = pool_attention(windows.attention, alignment).dense().cpu().numpy() if use_attention else None
+    features = [
+        UnitFeatures(doc, hidden[g, : n + 1], None if attention is None else attention[g, :, : n + 1, : n + 1])
+        for g, (doc, _, n) in enumerate(sentences)
     ]
-    for d_units, feats in zip(d_attention_units, features):
-        n, doc = feats.n_units, feats.doc_index
-        pool_attention_backward(d_units[:, :n, :n], feats.alignment, attention_shapes[doc], out=d_docs[doc])
-    return d_docs
+    return features, sentences

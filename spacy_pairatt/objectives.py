@@ -86,13 +86,12 @@ def parser_loss(
 def best_labels(
     label_scores: np.ndarray, heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray
 ) -> np.ndarray:
-    """Label index for each word of one sentence given its head, among the labels allowed there.
+    """Label index for each unit given its head, among the labels allowed there.
 
-    label_scores (n, K): the scores of words 1..n on their arcs heads[1:]; heads (n + 1,) with
-    heads[0] ignored. Labels seen only on root arcs in training stay on root arcs and the others
-    stay off them.
+    label_scores (..., N, K): the scores of each unit on its arc heads[..., i] -> i; heads (..., N).
+    Labels seen only on root arcs in training stay on root arcs and the others stay off them.
     """
-    allowed = np.where((heads[1:] == 0)[:, None], root_allowed[None], other_allowed[None])
+    allowed = np.where((heads == 0)[..., None], root_allowed, other_allowed)
     return np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
 
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_pairatt.features import PairBatch
+from spacy_pairatt.alignment import DocAlignments, Groups, WordAttention
+from spacy_pairatt.features import WindowBatch, chunk_batch
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer
 from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PairAttention, PaperPairScorer
 from spacy_pairatt.objectives import arc_log_scores, best_labels, candidate_mask, parser_loss
@@ -18,7 +19,7 @@ def random_inputs(batch=2, n=4, width=5, n_att=6, seed=0):
     missing[0, 2] = 1.0
     unshared = torch.zeros(batch, n, n)
     unshared[1, 1, 3] = 1.0
-    return hidden, attention, missing, unshared
+    return hidden, WordAttention.from_dense(attention), missing, unshared
 
 
 def test_paper_scorer_is_a_linear_layer_over_the_concatenation():
@@ -37,7 +38,8 @@ def test_paper_scorer_is_a_linear_layer_over_the_concatenation():
         dim=1,
     )
     b, i, j = 1, 2, 3
-    concat = torch.cat([hidden[b, i], hidden[b, j], attention[b, :, i, j], attention[b, :, j, i]])
+    dense = attention.blocks
+    concat = torch.cat([hidden[b, i], hidden[b, j], dense[b, :, i, j], dense[b, :, j, i]])
     expected = weight @ concat + scorer.bias
     torch.testing.assert_close(scores[b, i, j], expected)
     assert scores.shape == (2, 4, 4, 1 + n_labels)
@@ -113,22 +115,31 @@ def test_arc_scores_mask_impossible_arcs_and_labels_respect_root():
     scores[0, 1, 0, 1:] = [5.0, 1.0]  # label 0 is best on the root arc but not allowed there
     heads = np.array([-1, 0, 1, 1])
     label_scores = scores[0, [1, 2, 3], heads[1:], 1:]
-    labels = best_labels(label_scores, heads, np.array([False, True]), np.array([True, False]))
+    labels = best_labels(label_scores, heads[1:], np.array([False, True]), np.array([True, False]))
     assert labels.tolist() == [1, 0, 0]
 
 
-def test_thinc_scorer_builds_lazily_and_backprops_to_hidden():
+def test_thinc_scorer_builds_lazily_and_backprops_to_the_windows():
+    """The scorer pools from the windows itself: its backprop reaches the wordpieces the units own."""
     model = build_pair_scorer(mode="biaffine", arc_width=8, label_width=4, dropout=0.0)
     model.set_dim("nI", 5)
     model.set_dim("nA", 6)
     model.set_dim("nO", 4)
     model.initialize()
-    hidden, attention, missing, unshared = (t.numpy() for t in random_inputs())
-    batch = PairBatch(hidden, attention, missing, unshared, np.ones(missing.shape, dtype="float32"))
+    g = torch.Generator().manual_seed(0)
+    hidden, attention = torch.randn(2, 6, 5, generator=g), torch.rand(2, 6, 6, 6, generator=g)
+    # One Doc of 4 tokens over two windows of 6 positions; token 2 owns no wordpiece.
+    alignments = DocAlignments.from_docs([np.array([1, 2, 0, 1])], [np.array([1, 2, 3, 7])], [(2, 6)])
+    windows = WindowBatch(hidden, attention, alignments, [2], [6], n_heads=6)
+    batch = chunk_batch(windows, Groups.sentences([0], [0], [4]), [0], attention_requires_grad=False)
     scores, backprop = model(batch, is_train=True)
-    assert scores.shape == (2, 4, 4, 4)
-    d_batch = backprop(np.ones_like(scores))
-    assert d_batch.hidden.shape == hidden.shape and np.abs(d_batch.hidden).sum() > 0
+    assert scores.shape == (1, 5, 5, 4)
+    d_windows = backprop(np.ones_like(scores))
+    assert d_windows.hidden.shape == hidden.shape and d_windows.attention is None
+    owned = torch.zeros(2, 6, dtype=torch.bool)
+    owned[0, [0, 1, 2, 3]] = owned[1, [0, 1]] = True  # wordpieces and each window's root position
+    assert bool((d_windows.hidden.abs().sum(-1)[owned] > 0).all())
+    assert float(d_windows.hidden.abs().sum(-1)[~owned].sum()) == 0
 
 
 def test_scorer_config_errors():
@@ -158,7 +169,7 @@ def test_inference_arcs_and_labels_on_chosen_arcs_equal_the_full_scores():
     for parameter in module.parameters():
         torch.nn.init.normal_(parameter)
     batch, n_units = 3, 7
-    hidden, attention = torch.randn(batch, n_units, 16), torch.rand(batch, 6, n_units, n_units)
+    hidden, attention = torch.randn(batch, n_units, 16), WordAttention.from_dense(torch.rand(batch, 6, n_units, n_units))
     missing = (torch.rand(batch, n_units) > 0.7).float()
     unshared = (torch.rand(batch, n_units, n_units) > 0.7).float()
     heads = torch.randint(0, n_units, (batch, n_units))
@@ -181,14 +192,14 @@ def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():
     attention = torch.zeros(64, 4, 5, 5)
     attention[:, 2] = torch.rand(64, 5, 5)  # only map 2 is non-zero
     module.eval()
-    full = module(attention)
+    full = module(WordAttention.from_dense(attention))
     module.train()
-    dropped = module(attention)
+    dropped = module(WordAttention.from_dense(attention))
     kept = torch.isclose(dropped, 2 * full, atol=1e-5).flatten(1).all(1)
     zeroed = (dropped == 0).flatten(1).all(1)
     assert bool((kept | zeroed).all())  # each sentence keeps or drops map 2 as a whole
     assert 10 < int(kept.sum()) < 54
-    attention = torch.rand(8, 4, 5, 5)
+    attention = WordAttention.from_dense(torch.rand(8, 4, 5, 5))
     module.eval()
     expected = module(attention)
     module.train()

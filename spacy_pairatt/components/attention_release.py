@@ -18,8 +18,7 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from transformers.file_utils import ModelOutput
 
-from ..alignment import align_units, pool_attention
-from ..features import doc_sentences, trf_arrays
+from ..features import sentence_features
 
 KEEP_CHOICES = (None, "float16", "float32")
 WordAttention = List[Tuple[int, int, np.ndarray]]
@@ -68,9 +67,5 @@ class AttentionRelease:
 
 def word_attention(doc: Doc, trf_data: TransformerData, dtype: np.dtype) -> WordAttention:
     """(start, end, L*H x (n+1) x (n+1) attention) for each sentence, as the parser pools it."""
-    hidden, attentions, lengths, indices = trf_arrays(trf_data, use_attention=True)
-    sentences = []
-    for start, end in doc_sentences(doc):
-        attention, _ = pool_attention(attentions, align_units(lengths, indices, hidden.shape[1], start, end))
-        sentences.append((start, end, attention.astype(dtype)))
-    return sentences
+    features, sentences = sentence_features([doc], [trf_data], use_attention=True)
+    return [(start, start + n, unit.attention.astype(dtype)) for unit, (_, start, n) in zip(features, sentences)]

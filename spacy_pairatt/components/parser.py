@@ -15,7 +15,7 @@ from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model
 
-from ..decoding import DECODERS, decode_heads
+from ..decoding import DECODERS, decode_batch
 from ..layers.parser_model import ParseScores
 from ..objectives import arc_log_scores, best_labels, parser_loss
 from ..validation import validate_gold_parse
@@ -111,25 +111,20 @@ class PairAttParser(PairScoringPipe):
         sentences, heads, labels = [], [], []
         for parse in self.model.predict(docs):
             sentences.extend(parse.sentences)
-            for chunk_heads, chunk_labels in self._decode(parse):
-                heads.append(chunk_heads)
-                labels.append(chunk_labels)
+            chunk_heads, chunk_labels = self._decode(parse)
+            lengths = [n_words + 1 for _, _, n_words in parse.sentences]
+            heads.extend(row[:n] for row, n in zip(chunk_heads, lengths))
+            labels.extend(row[1:n] for row, n in zip(chunk_labels, lengths))
         return sentences, heads, labels
 
-    def _decode(self, parse: ParseScores):
-        """(heads, label ids) for each sentence of one chunk; labels are scored on the decoded arcs only."""
+    def _decode(self, parse: ParseScores) -> Tuple[np.ndarray, np.ndarray]:
+        """(B, N) heads and label ids of one chunk; labels are scored on the decoded arcs only."""
         arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
-        sentence_heads = [
-            decode_heads(arcs[b, : n_words + 1, : n_words + 1], self.decoder)
-            for b, (_, _, n_words) in enumerate(parse.sentences)
-        ]
-        padded_heads = np.zeros(parse.mask.shape, dtype="int64")
-        for b, heads in enumerate(sentence_heads):
-            padded_heads[b, : len(heads)] = np.maximum(heads, 0)
-        label_scores = parse.label_scores(padded_heads)
+        lengths = np.array([n_words for _, _, n_words in parse.sentences], dtype="int64")
+        heads = decode_batch(arcs, lengths, self.decoder)
+        label_scores = parse.label_scores(np.maximum(heads, 0))
         root_allowed = np.isin(self.labels, self.cfg["root_labels"])
-        for b, heads in enumerate(sentence_heads):
-            yield heads, best_labels(label_scores[b, 1 : len(heads)], heads, root_allowed, ~root_allowed)
+        return heads, best_labels(label_scores, heads, root_allowed, ~root_allowed)
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         """Write Token.head and Token.dep (the root's head is itself, spaCy's convention)."""

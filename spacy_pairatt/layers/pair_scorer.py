@@ -1,14 +1,20 @@
-"""The thinc side of the pair scorer: config, lazy construction, numpy <-> torch conversion."""
+"""The thinc side of the pair scorer: config, lazy construction, the batch in and the scores out.
 
-from dataclasses import dataclass, replace
+The scorer's torch module pools each chunk from the transformer's windows itself
+(`torch_scorers.PooledPairScorer`), so the windows stay on their device and only the scores go
+to the host (at inference only the arc scores, and the label scores of the decoded arcs).
+"""
+
+from dataclasses import dataclass
 from typing import Callable, Tuple
 
 import numpy as np
 import torch
-from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, get_torch_default_device, xp2torch
+from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, xp2torch
 
 from ..features import PairBatch
-from .torch_scorers import BiaffinePairScorer, PaperPairScorer, RelationPairScorer
+from .torch_scorers import BiaffinePairScorer, PaperPairScorer, PooledPairScorer, RelationPairScorer
+from .unit_scoring import WindowGradients
 
 SCORER_MODES = ("paper", "biaffine")
 
@@ -28,6 +34,9 @@ def build_pair_scorer(
     paper's ablation rows (emb, att, emb+att) configs. Dimensions nI (hidden width), nA (layers x
     heads) and nO (1 + labels) are set by the component before `initialize`.
     """
+    from ..validation import check_settings
+
+    check_settings("spacy-pairatt.PairScorer.v1", arc_width=arc_width, label_width=label_width, dropout=dropout)
     if mode not in SCORER_MODES:
         raise ValueError(f"PairScorer mode must be one of {SCORER_MODES}, got {mode!r}")
     return _scorer_model(
@@ -43,6 +52,9 @@ def build_relation_scorer(
     An MLP over head and tail entity vectors, the [CLS] context vector and the attention between
     the two entities in both directions; the flags make the emb / emb+att rows configs.
     """
+    from ..validation import check_settings
+
+    check_settings("spacy-pairatt.RelationScorer.v1", hidden_width=hidden_width, dropout=dropout)
     return _scorer_model("relation", use_embeddings, use_attention, dropout, {"hidden_width": hidden_width})
 
 
@@ -79,7 +91,8 @@ def init(model: Model, X=None, Y=None) -> None:
         module = RelationPairScorer(**common, hidden_width=attrs["hidden_width"])
     else:
         module = BiaffinePairScorer(**common, arc_width=attrs["arc_width"], label_width=attrs["label_width"])
-    model._layers.append(PyTorchWrapper_v2(module, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
+    pooled = PooledPairScorer(module, use_attention=attrs["use_attention"])
+    model._layers.append(PyTorchWrapper_v2(pooled, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
 
 
 @dataclass
@@ -105,7 +118,7 @@ def _no_backprop(d_scores):
 
 
 def _predict_arcs(model: Model, batch: PairBatch) -> ArcScores:
-    module = model.layers[0].shims[0]._model
+    module = torch_module(model)
     module.eval()  # the wrapper is bypassed here, so dropout is switched off here too
     with torch.no_grad():
         inputs, _ = _batch_to_torch(model, batch, is_train=False)
@@ -118,31 +131,37 @@ def _predict_arcs(model: Model, batch: PairBatch) -> ArcScores:
     return ArcScores(_to_numpy(arcs)[..., None], labels_at)
 
 
+def torch_module(model: Model) -> PooledPairScorer:
+    """The scorer's torch module (pooling + pair scorer), once `init` has built it."""
+    return model.layers[0].shims[0]._model
+
+
 def _to_numpy(tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy()
 
 
 def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
-    """The batch is numpy (alignment runs on the CPU); the scorer runs on torch's default device.
+    """The batch's windows (already torch, on the transformer's device) as fresh leaves, and the
+    chunk's alignment on the same device.
 
-    The backprop gives a PairBatch of gradients: hidden (zeros when the scorer does not use the
+    The backprop gives WindowGradients: hidden (zeros when the scorer does not use the
     embeddings) and, when batch.attention_requires_grad, attention (else None).
     """
-    device = get_torch_default_device()
-    hidden = xp2torch(batch.hidden, requires_grad=is_train, device=device)
+    windows = batch.windows
+    hidden = windows.hidden.detach().requires_grad_(is_train)
     attention = None
-    if batch.attention is not None:
-        attention = xp2torch(batch.attention, requires_grad=is_train and batch.attention_requires_grad, device=device)
-    args = (hidden, attention, xp2torch(batch.missing, device=device), xp2torch(batch.unshared, device=device))
+    if windows.attention is not None:  # present when the scorer uses attention
+        attention = windows.attention.detach().requires_grad_(is_train and batch.attention_requires_grad)
+    alignment = batch.alignment.to_torch(hidden.device)
 
-    def grads_to_batch(d_args: ArgsKwargs) -> PairBatch:
+    def grads_to_windows(d_args: ArgsKwargs) -> WindowGradients:
         d_hidden, d_attention = d_args.args[:2]
-        d_hidden = np.zeros_like(batch.hidden) if d_hidden is None else _to_numpy(d_hidden)
+        d_hidden = torch.zeros_like(hidden) if d_hidden is None else d_hidden
         if batch.attention_requires_grad:
-            d_attention = np.zeros_like(batch.attention) if d_attention is None else _to_numpy(d_attention)
-        return replace(batch, hidden=d_hidden, attention=d_attention)
+            d_attention = torch.zeros_like(attention) if d_attention is None else d_attention
+        return WindowGradients(d_hidden, d_attention if batch.attention_requires_grad else None)
 
-    return ArgsKwargs(args=args, kwargs={}), grads_to_batch
+    return ArgsKwargs(args=(hidden, attention, alignment), kwargs={}), grads_to_windows
 
 
 def _scores_to_xp(model: Model, inputs_outputs: Tuple, is_train: bool):

@@ -8,7 +8,7 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 
-from ..features import sentence_features
+from ..features import parser_groups, window_batch
 from .attention_transformer import TransformerDataListener
 from .pair_scorer import ArcScores
 from .unit_scoring import score_chunks, transformer_gradients
@@ -61,6 +61,9 @@ def build_pairatt_parser(
     too when the upstream transformer takes it (`spacy-pairatt.AttentionTransformerModel.v1`
     under `pairatt_transformer`).
     """
+    from ..validation import check_settings
+
+    check_settings("spacy-pairatt.PairAttParser.v1", grad_factor=grad_factor, max_pairs_per_chunk=max_pairs_per_chunk)
     return Model(
         "pairatt_parser_model",
         forward,
@@ -73,17 +76,20 @@ def build_pairatt_parser(
 def forward(model: Model, docs: List[Doc], is_train: bool):
     tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
-    features, sentences = sentence_features(docs, trf_datas, scorer.attrs["use_attention"])
+    groups, sentences = parser_groups(docs)
+    if not sentences:
+        return [], lambda d_scores: backprop_trf([])
+    windows = window_batch(docs, trf_datas, scorer.attrs["use_attention"], [len(doc) > 0 for doc in docs])
     attention_requires_grad = (
         is_train and model.attrs["grad_factor"] != 0 and getattr(tok2vec, "upstream_takes_attention_gradients", False)
     )
-    scored, backprop_units = score_chunks(
-        scorer, features, model.attrs["max_pairs_per_chunk"], is_train, attention_requires_grad
+    scored, backprop_windows = score_chunks(
+        scorer, windows, groups, model.attrs["max_pairs_per_chunk"], is_train, attention_requires_grad
     )
     outputs = [parse_scores([sentences[i] for i in chunk], scores, mask) for chunk, scores, mask in scored]
 
     def backprop(d_scores: List[np.ndarray]) -> List[Doc]:
-        return backprop_trf(transformer_gradients(model, trf_datas, features, backprop_units(d_scores)))
+        return backprop_trf(transformer_gradients(model, trf_datas, windows, backprop_windows(d_scores)))
 
     return outputs, backprop
 

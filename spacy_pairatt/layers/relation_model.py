@@ -8,7 +8,8 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 
-from ..features import entity_features
+from ..features import entity_groups, window_batch
+from ..validation import check_settings
 from .unit_scoring import score_chunks, transformer_gradients
 
 # One Doc's candidate entities, each a list of mention offsets (start, end).
@@ -40,6 +41,9 @@ def build_pairatt_relations(
     grad_factor scales the gradient sent into the shared transformer (0 freezes it for this
     component); max_pairs_per_chunk bounds the entity pairs scored at once (memory).
     """
+    check_settings(
+        "spacy-pairatt.PairAttRelations.v1", grad_factor=grad_factor, max_pairs_per_chunk=max_pairs_per_chunk
+    )
     return Model(
         "pairatt_relations_model",
         forward,
@@ -53,11 +57,16 @@ def forward(model: Model, inputs: Tuple[List[Doc], List[DocEntities]], is_train:
     docs, entities = inputs
     tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
-    features = entity_features(docs, trf_datas, entities, scorer.attrs["use_attention"])
-    scored, backprop_units = score_chunks(scorer, features, model.attrs["max_pairs_per_chunk"], is_train)
-    outputs = [RelationScores([features[i].doc_index for i in chunk], scores, mask) for chunk, scores, mask in scored]
+    groups = entity_groups(entities)
+    if not len(groups.doc):
+        return [], lambda d_scores: backprop_trf([])
+    needed = np.zeros(len(docs), dtype=bool)
+    needed[groups.doc] = True
+    windows = window_batch(docs, trf_datas, scorer.attrs["use_attention"], needed)
+    scored, backprop_windows = score_chunks(scorer, windows, groups, model.attrs["max_pairs_per_chunk"], is_train)
+    outputs = [RelationScores(groups.doc[chunk].tolist(), scores, mask) for chunk, scores, mask in scored]
 
     def backprop(d_scores: List[np.ndarray]):
-        return backprop_trf(transformer_gradients(model, trf_datas, features, backprop_units(d_scores)))
+        return backprop_trf(transformer_gradients(model, trf_datas, windows, backprop_windows(d_scores)))
 
     return outputs, backprop

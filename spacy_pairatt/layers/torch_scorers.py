@@ -1,6 +1,6 @@
-"""PyTorch modules that score every (dependent i, head j) pair of a padded batch of sentences.
+"""PyTorch modules that score every (dependent i, head j) pair of a padded batch of groups.
 
-Both return one tensor of shape (B, N, N, 1 + K) for K dependency labels, read by
+Each scorer returns one tensor of shape (B, N, N, 1 + K) for K labels, read by
 `spacy_pairatt.objectives`:
 - `PaperPairScorer` (Meng et al. eq. 5): channel 0 is the NONE class, channels 1..K the labels;
   one softmax over all 1 + K channels per pair.
@@ -9,16 +9,21 @@ Both return one tensor of shape (B, N, N, 1 + K) for K dependency labels, read b
 - `RelationPairScorer` (relations between entities i -> j): channel 0 is NONE, channels 1..K
   the relation types (one softmax, or one sigmoid per type for multi-label data).
 
-Inputs: hidden (B, N, M) unit vectors, attention (B, F, N, N) with F = L*H and attention[b, f, i, j]
-how much unit i attends to unit j, missing (B, N) units without wordpieces, unshared (B, N, N)
-pairs with no common window. A linear map of the concatenation T_i ∘ T_j ∘ a_ij ∘ a_ji is the sum
-of one map per part, so no (B, N, N, 2M + 2F) tensor is ever built.
+Inputs: hidden (B, N, M) unit vectors, attention a `WordAttention` (F = L*H maps, attention[b, f,
+i, j] how much unit i attends to unit j, kept as per-window blocks), missing (B, N) units without
+wordpieces, unshared (B, N, N) pairs with no common window. A linear map of the concatenation
+T_i ∘ T_j ∘ a_ij ∘ a_ji is the sum of one map per part, so no (B, N, N, 2M + 2F) tensor is ever
+built, and the attention part is projected block by block, so no (B, F, N, N) one either.
+`PooledPairScorer` puts the pooling from wordpieces to units (`spacy_pairatt.alignment`) in front
+of a scorer, so that autograd carries the gradient back to the transformer's windows.
 """
 
 from typing import Optional
 
 import torch
 from torch import nn
+
+from ..alignment import BlockAlignment, WordAttention, pool_attention, pool_hidden
 
 
 class PairIndicators(nn.Module):
@@ -58,8 +63,8 @@ class MapDropout(nn.Dropout):
 class PairAttention(nn.Module):
     """W_fwd a_ij + W_bwd a_ji: the attention part of eq. 5 for every pair, both directions.
 
-    Computed as one (2C x F) @ (F x N*N) product per sentence on the maps as they come, then a
-    transpose of the second half, which is much faster than permuting the maps to (N, N, F).
+    Both maps are applied to the attention blocks at once, (2C x F) @ (F x U*U) per block, before
+    the blocks are placed in their groups, so the cost and memory grow with the windows' pairs.
     """
 
     def __init__(self, n_attention: int, n_out: int, dropout: float):
@@ -68,25 +73,23 @@ class PairAttention(nn.Module):
         self.backward_map = nn.Parameter(torch.zeros(n_out, n_attention))
         self.dropout = MapDropout(dropout)
 
-    def forward(self, attention: torch.Tensor, channels: slice = slice(None)) -> torch.Tensor:
+    def forward(self, attention: WordAttention, channels: slice = slice(None)) -> torch.Tensor:
         """(B, N, N, C) for the output channels selected by `channels` (default: all)."""
         forward_map, backward_map = self.forward_map[channels], self.backward_map[channels]
-        batch, n_features, n_units, _ = attention.shape
-        maps = attention.reshape(batch, n_features, n_units * n_units)
         weights = torch.cat([forward_map, backward_map])  # (2C, F)
-        scale = self.dropout.scale(batch, n_features, attention)
+        n_groups = attention.alignment.n_groups
+        scale = self.dropout.scale(n_groups, attention.n_maps, attention.blocks)
         if scale is not None:
             weights = weights * scale  # (B, 2C, F): dropped maps get zero weight
-        both = torch.matmul(weights, maps)
-        both = both.view(batch, 2, forward_map.shape[0], n_units, n_units)
+        both = attention.project(weights)  # (B, 2C, N, N)
+        n_units = both.shape[-1]
+        both = both.view(n_groups, 2, forward_map.shape[0], n_units, n_units)
         return (both[:, 0] + both[:, 1].transpose(2, 3)).permute(0, 2, 3, 1)
 
-    def at_pairs(self, attention: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, channels: slice):
-        """(B, N, C): the same for one pair (i, cols[b, i]) per unit i (rows = arange(N))."""
-        batch_index = torch.arange(attention.shape[0])[:, None]
-        forward_features = attention[batch_index, :, rows, cols]  # (B, N, F): a[b, :, i, cols[b, i]]
-        backward_features = attention[batch_index, :, cols, rows]
-        return forward_features @ self.forward_map[channels].T + backward_features @ self.backward_map[channels].T
+    def at_pairs(self, attention: WordAttention, heads: torch.Tensor, channels: slice):
+        """(B, N, C): the same for one pair (i, heads[b, i]) per unit i."""
+        to_head, from_head = attention.at_pairs(heads)
+        return to_head @ self.forward_map[channels].T + from_head @ self.backward_map[channels].T
 
 
 class PaperPairScorer(nn.Module):
@@ -209,8 +212,8 @@ class BiaffinePairScorer(nn.Module):
         """(B, N, K) label scores of the arcs heads[b, i] -> i, equal to forward(...)[b, i, heads[b, i], 1:]."""
         p, attention, missing, unshared = state
         batch, n_units = heads.shape
-        rows = torch.arange(n_units)[None].expand(batch, -1)
-        batch_index = torch.arange(batch)[:, None]
+        rows = torch.arange(n_units, device=heads.device)[None].expand(batch, -1)
+        batch_index = torch.arange(batch, device=heads.device)[:, None]
         labels = self.label_bias.expand(batch, n_units, -1)
         if p is not None:
             dependent, head = p["label_dependent"], p["label_head"][batch_index, heads]  # (B, N, E)
@@ -227,7 +230,7 @@ class BiaffinePairScorer(nn.Module):
             + unshared[batch_index, rows, heads][..., None] * indicators.unshared[1:]
         )
         if self.attention is not None:
-            labels = labels + self.attention.at_pairs(attention, rows, heads, slice(1, None))
+            labels = labels + self.attention.at_pairs(attention, heads, slice(1, None))
         return labels
 
 
@@ -274,3 +277,36 @@ class RelationPairScorer(nn.Module):
         if self.attention is not None:
             pairs = pairs + self.attention(attention)
         return self.output(pairs)
+
+
+class PooledPairScorer(nn.Module):
+    """Pooling from the transformer's windows to units, then a pair scorer: one autograd graph.
+
+    forward / arc_scores take window_hidden (W, P, M), window_attention (W, F, P, P) or None and
+    the chunk's BlockAlignment (torch), and return what the wrapped scorer returns.
+    """
+
+    def __init__(self, scorer: nn.Module, use_attention: bool):
+        super().__init__()
+        self.scorer = scorer
+        self.use_attention = use_attention
+
+    def pooled(self, window_hidden, window_attention, alignment: BlockAlignment):
+        """(hidden (B, N, M), attention WordAttention or None, missing (B, N), unshared (B, N, N))."""
+        hidden = pool_hidden(window_hidden, alignment)
+        mask = alignment.mask
+        if self.use_attention:
+            attention = pool_attention(window_attention, alignment)
+            unshared = (alignment.shared == 0) * mask[:, :, None] * mask[:, None, :]
+        else:
+            attention, unshared = None, torch.zeros_like(alignment.shared)
+        return hidden, attention, alignment.missing, unshared
+
+    def forward(self, window_hidden, window_attention, alignment: BlockAlignment):
+        return self.scorer(*self.pooled(window_hidden, window_attention, alignment))
+
+    def arc_scores(self, window_hidden, window_attention, alignment: BlockAlignment):
+        return self.scorer.arc_scores(*self.pooled(window_hidden, window_attention, alignment))
+
+    def label_scores_at(self, state, heads: torch.Tensor) -> torch.Tensor:
+        return self.scorer.label_scores_at(state, heads)

@@ -1,109 +1,102 @@
-"""What the parser and relation models share: score padded chunks of units, send gradients back.
+"""What the parser and relation models share: score chunks of groups, send gradients back.
 
 A *group* is what one pair-score matrix covers: a sentence's words for the parser, a Doc's
-entities for relations. Groups are scored in chunks of similar size, and the gradient of each
-unit's pooled hidden state goes back to the shared transformer's `last_hidden_state`, and, when
-asked for, the gradient of the word-level attention to the transformer's `attentions`.
+entities for relations. Groups are scored in chunks of similar size; the scorer pools each chunk
+from the batch's stacked windows itself (torch, on the transformer's device), so its backprop
+gives the gradient of the windows' `last_hidden_state` and, when asked for, of their attentions,
+which go back to the shared transformer one Doc at a time.
 """
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
+import torch
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 from transformers.file_utils import ModelOutput
 
-from ..features import UnitFeatures, attention_gradients, hidden_gradients, pad_batch
+from ..alignment import Groups
+from ..features import WindowBatch, chunk_batch, split_window_gradients
 
 
-def length_chunks(lengths: List[int], max_pairs: int) -> List[List[int]]:
+def length_chunks(lengths: Sequence[int], max_pairs: int) -> List[List[int]]:
     """Indices grouped by length so that chunk size x longest length squared stays under max_pairs.
 
     Padding every group to the longest one of a whole batch makes memory grow with
-    batch size x longest group squared; chunks keep it bounded.
+    batch size x longest group squared; chunks keep it bounded (a group longer than that is
+    a chunk of its own).
     """
-    order = np.argsort(lengths, kind="stable")
+    order = np.argsort(np.asarray(lengths), kind="stable")
     chunks: List[List[int]] = [[]]
     for index in order:
-        if chunks[-1] and (len(chunks[-1]) + 1) * lengths[index] ** 2 > max_pairs:
+        if chunks[-1] and (len(chunks[-1]) + 1) * int(lengths[index]) ** 2 > max_pairs:
             chunks.append([])
         chunks[-1].append(int(index))
     return [chunk for chunk in chunks if chunk]
 
 
 @dataclass
-class UnitGradients:
-    """What the pair scorer's backprop gives each group, in group order.
+class WindowGradients:
+    """The gradient of a WindowBatch's tensors: hidden (W, P, M); attention (W, L*H, P, P) or None."""
 
-    hidden: (N, M) gradient of the unit vectors per group; attention: (L*H, N, N) gradient of
-    the word-level attention per group, or None when attention gradients were not asked for.
-    """
-
-    hidden: List[np.ndarray]
-    attention: Optional[List[np.ndarray]] = None
+    hidden: torch.Tensor
+    attention: Optional[torch.Tensor] = None
 
 
 def score_chunks(
-    scorer: Model, features: List[UnitFeatures], max_pairs: int, is_train: bool, attention_requires_grad: bool = False
-) -> Tuple[List[Tuple[List[int], np.ndarray, np.ndarray]], Callable[[List[np.ndarray]], UnitGradients]]:
-    """[(group indices, scores (B, N, N, C), mask (B, N))] per chunk, and the backprop.
+    scorer: Model,
+    windows: WindowBatch,
+    groups: Groups,
+    max_pairs: int,
+    is_train: bool,
+    attention_requires_grad: bool = False,
+) -> Tuple[List[Tuple[List[int], object, np.ndarray]], Callable[[List[np.ndarray]], WindowGradients]]:
+    """[(group indices, scores, mask (B, N))] per chunk, and the backprop.
 
-    The backprop takes one d_scores array per chunk and returns the groups' UnitGradients; their
-    attention gradients only when attention_requires_grad (and the groups carry attention).
+    The backprop takes one d_scores array per chunk and returns the summed WindowGradients.
     """
-    with_attention = attention_requires_grad and any(f.attention is not None for f in features)
-    chunks = length_chunks([f.n_units for f in features], max_pairs)
+    chunks = length_chunks(groups.n_units, max_pairs)
     outputs, backprops = [], []
     for chunk in chunks:
-        batch = pad_batch([features[i] for i in chunk], scorer.get_dim("nI"), scorer.get_dim("nA"), with_attention)
+        batch = chunk_batch(windows, groups, chunk, attention_requires_grad)
         scores, backprop_scores = scorer(batch, is_train)
         outputs.append((chunk, scores, batch.mask))
         backprops.append(backprop_scores)
 
-    def backprop(d_scores: List[np.ndarray]) -> UnitGradients:
-        d_hidden: List[Optional[np.ndarray]] = [None] * len(features)
-        d_attention: List[Optional[np.ndarray]] = [None] * len(features)
-        for chunk, backprop_scores, d_chunk in zip(chunks, backprops, d_scores):
+    def backprop(d_scores: List[np.ndarray]) -> WindowGradients:
+        total = WindowGradients(torch.zeros_like(windows.hidden))
+        for backprop_scores, d_chunk in zip(backprops, d_scores):
             d_batch = backprop_scores(d_chunk)
-            for row, index in enumerate(chunk):
-                d_hidden[index] = d_batch.hidden[row]
-                if with_attention:
-                    d_attention[index] = d_batch.attention[row]
-        return UnitGradients(d_hidden, d_attention if with_attention else None)
+            total.hidden += d_batch.hidden
+            if d_batch.attention is not None:
+                total.attention = d_batch.attention if total.attention is None else total.attention + d_batch.attention
+        return total
 
     return outputs, backprop
 
 
 def transformer_gradients(
-    model: Model, trf_datas: List[TransformerData], features: List[UnitFeatures], d_units: UnitGradients
+    model: Model, trf_datas: List[TransformerData], windows: WindowBatch, d_windows: WindowGradients
 ) -> List[TransformerData]:
     """TransformerData gradients for the listener, scaled by grad_factor: d last_hidden_state, and
-    d attentions (one array per layer) when d_units carries attention gradients."""
-    outputs = [trf.model_output if "last_hidden_state" in trf.model_output else None for trf in trf_datas]
-    d_hidden = hidden_gradients(
-        d_units.hidden, features, [None if output is None else output["last_hidden_state"].shape for output in outputs]
-    )
-    d_attentions: List[Optional[List[np.ndarray]]] = [None] * len(trf_datas)
-    if d_units.attention is not None:
-        attention_shapes = [
-            None if output is None else [layer.shape for layer in output["attentions"]] for output in outputs
-        ]
-        d_attentions = attention_gradients(d_units.attention, features, attention_shapes)
-    return [
-        TransformerData(
-            wordpieces=trf_data.wordpieces,
-            model_output=_gradient_output(model, d_doc, d_doc_attentions),
-            align=trf_data.align,
-        )
-        for trf_data, d_doc, d_doc_attentions in zip(trf_datas, d_hidden, d_attentions)
-        if d_doc is not None
-    ]
+    d attentions (one array per layer) when the scorer returned them.
 
-
-def _gradient_output(model: Model, d_hidden: np.ndarray, d_attentions: Optional[List[np.ndarray]]) -> ModelOutput:
+    One per Doc with transformer output, in Doc order (the transformer component matches them to
+    its Docs by position); zeros for Docs with output that the scorer did not read.
+    """
     grad_factor = model.attrs["grad_factor"]
-    output = ModelOutput(last_hidden_state=model.ops.asarray(d_hidden * grad_factor))
-    if d_attentions is not None:
-        output["attentions"] = [model.ops.asarray(d_layer * grad_factor) for d_layer in d_attentions]
-    return output
+    d_hidden = d_windows.hidden * grad_factor
+    d_attention = None if d_windows.attention is None else d_windows.attention * grad_factor
+    gradients = []
+    for trf_data, doc_grads in zip(trf_datas, split_window_gradients(windows, d_hidden, d_attention)):
+        output = trf_data.model_output
+        if "last_hidden_state" not in output:
+            continue
+        if doc_grads is None:
+            doc_grads = (model.ops.xp.zeros_like(output["last_hidden_state"]), None)
+        d_output = ModelOutput(last_hidden_state=doc_grads[0])
+        if doc_grads[1] is not None:
+            d_output["attentions"] = doc_grads[1]
+        gradients.append(TransformerData(wordpieces=trf_data.wordpieces, model_output=d_output, align=trf_data.align))
+    return gradients
