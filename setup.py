@@ -30,6 +30,8 @@ setup(
         "transformers<4.53.3",
         "numpy>=1.23",
         "scipy>=1.9",
+        # The MST decoder is compiled with numba.
+        "numba>=0.59",
     ],
     extras_require={
         # build: the en_pairatt package test builds a wheel; dask: the scale-out test runs a local cluster;
