@@ -100,6 +100,22 @@ def entity_mentions(spans: Iterable[Span]) -> List[List[Span]]:
     return list(groups.values())
 
 
+def distinct_entities(spans: Iterable[Span]) -> List[List[Span]]:
+    """`entity_mentions` of the spans with identical offsets taken as one span.
+
+    A span listed twice in `doc.spans` is one candidate, so no relation goes from an entity to
+    itself. Of copies with different ids the first with an id is kept (an entity left with no
+    mention of its own drops out): relations are stored by offsets, so such entities could not be
+    told apart in `doc._.relations` anyway.
+    """
+    by_offsets: Dict[Tuple[int, int], Span] = {}
+    for span in spans:
+        kept = by_offsets.get((span.start, span.end))
+        if kept is None or (span.id_ and not kept.id_):
+            by_offsets[span.start, span.end] = span
+    return entity_mentions(by_offsets.values())
+
+
 def render_relations(doc: Doc, spans_key: str = ENTS, page: bool = False) -> str:
     """displaCy's "dep" view of `doc._.relations`: one arc per relation, from the head span's first
     token to the tail span's (its last token when both start together), pointing at the tail;

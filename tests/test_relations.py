@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 import spacy
-from conftest import DATA, make_transformer_pipeline
+from conftest import DATA, REPO, make_transformer_pipeline
 from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
@@ -180,3 +180,139 @@ def test_semeval_evaluation_and_table_from_a_saved_pipeline(trained, semeval_doc
     table = relations_table([("tiny", result)])
     macro_f1 = 100 * result["scores"]["rel_semeval_macro_f1"]
     assert f"| tiny | emb+att | {tmp_path / 'data.spacy'} | {macro_f1:.1f} |" in table
+
+
+LABELS = ("born_in", "located_in")
+
+
+@pytest.fixture(scope="module")
+def saved_pipeline(tiny_bert_dir, tmp_path_factory):
+    """An initialized (untrained) pipeline saved with the default settings: doc.ents, 0.5, one label per pair."""
+    fix_random_seed(0)
+    nlp = relation_pipeline(tiny_bert_dir)
+    doc = nlp.make_doc("Marie Curie was born in Warsaw , Poland .")
+    doc.ents = [Span(doc, 0, 2, "PER"), Span(doc, 5, 6, "LOC"), Span(doc, 7, 8, "LOC")]
+    doc._.relations = [((0, 2), (5, 6), "born_in"), ((5, 6), (7, 8), "located_in")]
+    nlp.initialize(lambda: given_entities(nlp, [doc]))
+    path = tmp_path_factory.mktemp("relations") / "nlp"
+    nlp.to_disk(path)
+    return path
+
+
+def every_relation(pairs):
+    return {(head, tail, label) for head, tail in pairs for label in LABELS}
+
+
+def candidates_doc(nlp, spans):
+    doc = nlp.make_doc("Paris is in France , Europe .")
+    doc.ents = [Span(doc, 0, 1, "LOC")]  # not the candidates once spans_key = "cands"
+    doc.spans["cands"] = [Span(doc, start, end, "LOC", span_id=span_id) for start, end, span_id in spans]
+    return doc
+
+
+def test_load_time_config_wins_over_the_saved_settings(saved_pipeline):
+    """spacy.load(path, config=...) runs with the settings nlp.config reports; labels stay the saved ones."""
+    settings = {"spans_key": "cands", "multi_label": True, "threshold": 0.0}
+    nlp = spacy.load(saved_pipeline, config={"components": {"pairatt_rel": settings}})
+    component = nlp.get_pipe("pairatt_rel")
+    assert {key: nlp.config["components"]["pairatt_rel"][key] for key in settings} == settings
+    assert {key: component.cfg[key] for key in settings} == settings
+    assert component.labels == LABELS
+    doc = nlp(candidates_doc(nlp, [(0, 1, ""), (3, 4, "")]))
+    # multi-label at threshold 0: every relation type, both directions, between the "cands" spans
+    assert {(r.head, r.tail, r.label) for r in doc._.relations} == every_relation([((0, 1), (3, 4)), ((3, 4), (0, 1))])
+
+    settings = {"spans_key": "cands", "multi_label": True, "threshold": 0.9}
+    nlp = spacy.load(saved_pipeline, config={"components": {"pairatt_rel": settings}})
+    assert {key: nlp.get_pipe("pairatt_rel").cfg[key] for key in settings} == settings
+    assert nlp.get_pipe("pairatt_rel").threshold == 0.9
+
+
+def test_config_wins_over_the_saved_settings_from_bytes(saved_pipeline):
+    saved = spacy.load(saved_pipeline)
+    config = saved.config.copy()
+    config["components"]["pairatt_rel"]["threshold"] = 0.0
+    config["components"]["pairatt_rel"]["multi_label"] = True
+    nlp = spacy.util.load_model_from_config(config).from_bytes(saved.to_bytes())
+    assert (nlp.get_pipe("pairatt_rel").threshold, nlp.get_pipe("pairatt_rel").cfg["multi_label"]) == (0.0, True)
+    doc = nlp.make_doc("Paris is in France .")
+    doc.ents = [Span(doc, 0, 1, "LOC"), Span(doc, 3, 4, "LOC")]
+    assert len(nlp(doc)._.relations) == 4
+
+
+def test_a_tuned_threshold_is_in_the_saved_config(saved_pipeline, tmp_path):
+    nlp = spacy.load(saved_pipeline)
+    component = nlp.get_pipe("pairatt_rel")
+    component.threshold = 0.25
+    assert nlp.config["components"]["pairatt_rel"]["threshold"] == 0.25
+    nlp.to_disk(tmp_path / "tuned")
+    loaded = spacy.load(tmp_path / "tuned")
+    assert loaded.get_pipe("pairatt_rel").threshold == loaded.config["components"]["pairatt_rel"]["threshold"] == 0.25
+    with pytest.raises(ValueError, match=r"pairatt_rel: threshold must be a number in \[0, 1\], got -0.1"):
+        component.threshold = -0.1
+    assert component.threshold == 0.25
+
+
+def test_identical_candidate_spans_are_one_entity(saved_pipeline):
+    """A span listed twice (or under two ids) gets no relation to itself."""
+    settings = {"spans_key": "cands", "multi_label": True, "threshold": 0.0}
+    nlp = spacy.load(saved_pipeline, config={"components": {"pairatt_rel": settings}})
+    doc = nlp(candidates_doc(nlp, [(0, 1, ""), (0, 1, ""), (3, 4, ""), (3, 4, "E1"), (5, 6, "E1")]))
+    assert nlp.get_pipe("pairatt_rel").doc_entities(doc) == [[(0, 1)], [(3, 4), (5, 6)]]
+    assert {(r.head, r.tail, r.label) for r in doc._.relations} == every_relation([((0, 1), (3, 4)), ((3, 4), (0, 1))])
+
+
+def test_dev_corpus_is_checked_like_the_training_corpus(tiny_bert_dir, tmp_path):
+    """`spacy train` initializes with the config's dev corpus at hand: an empty or malformed one stops it there."""
+    from spacy.training.initialize import init_nlp
+
+    nlp = spacy.blank("en")
+    register_relations_extension()
+    doc = nlp.make_doc("Marie Curie was born in Warsaw , Poland .")
+    doc.ents = [Span(doc, 0, 2, "PER"), Span(doc, 5, 6, "LOC"), Span(doc, 7, 8, "LOC")]
+    doc._.relations = [((0, 2), (5, 6), "born_in"), ((5, 6), (7, 8), "located_in")]
+    without_ents = nlp.make_doc("Paris is in France .")
+    without_ents._.relations = [((0, 1), (3, 4), "located_in")]
+    corpora = {
+        "train": DocBin(docs=[doc], store_user_data=True),
+        "empty": DocBin(store_user_data=True),
+        "no_user_data": DocBin(docs=[doc]),
+        "no_candidates": DocBin(docs=[doc, without_ents], store_user_data=True),
+        "good": DocBin(docs=[doc], store_user_data=True),
+    }
+    for name, doc_bin in corpora.items():
+        doc_bin.to_disk(tmp_path / f"{name}.spacy")
+
+    def init(dev: str):
+        overrides = {
+            "paths.train": str(tmp_path / "train.spacy"),
+            "paths.dev": str(tmp_path / f"{dev}.spacy"),
+            "components.transformer.model.name": tiny_bert_dir,
+        }
+        config = spacy.util.load_config(REPO / "configs" / "rel_semeval_minilm.cfg", overrides=overrides)
+        return init_nlp(config)
+
+    dev = rf"dev corpus \[corpora.dev\] \({tmp_path / 'DEV.spacy'}\)"
+    with pytest.raises(ValueError, match=f"pairatt_rel: the {dev.replace('DEV', 'empty')} has no examples"):
+        init("empty")
+    message = f"pairatt_rel: no example of the {dev.replace('DEV', 'no_user_data')} has gold relations"
+    with pytest.raises(ValueError, match=message):
+        init("no_user_data")
+    message = rf"the relation 'located_in' of example 1 of the {dev.replace('DEV', 'no_candidates')} .*GoldSpansCorpus"
+    with pytest.raises(ValueError, match=message):
+        init("no_candidates")
+    assert init("good").get_pipe("pairatt_rel").labels == LABELS
+
+
+def test_distinct_entities_merges_spans_with_the_same_offsets():
+    from spacy_pairatt.relations import distinct_entities
+
+    doc = spacy.blank("en")("a b c d e f")
+    spans = [Span(doc, 4, 5, "X", span_id="B"), Span(doc, 0, 1, "X"), Span(doc, 0, 1, "X", span_id="A")]
+    spans += [Span(doc, 2, 3, "X", span_id="A"), Span(doc, 4, 5, "X", span_id="A"), Span(doc, 0, 1, "Y")]
+    entities = distinct_entities(spans)
+    assert [[(s.start, s.end, s.id_) for s in mentions] for mentions in entities] == [
+        [(0, 1, "A"), (2, 3, "A")],  # the copy with an id stands for the span
+        [(4, 5, "B")],  # the first with an id keeps the span: A does not get it too
+    ]
+    assert [len(mentions) for mentions in entity_mentions(spans)] == [1, 3, 1, 1]  # without merging

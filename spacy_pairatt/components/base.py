@@ -1,14 +1,16 @@
 """What `pairatt_parser` and `pairatt_rel` share: a pair scorer whose size is known only after
 `initialize` (or from the saved cfg), fed by a listener to an upstream transformer with attention."""
 
+import weakref
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 
-from ..features import ATTENTION_CONFIG_HINT, MissingAttentionError
+from ..features import MissingAttentionError
+from ..validation import ATTENTION_CONFIG_HINT
 from ..forking import single_threaded_torch_after_fork
 from ..memory import limit_heap_fragmentation
 
@@ -19,8 +21,37 @@ def prepare_process() -> None:
     single_threaded_torch_after_fork()
 
 
+# The pipeline each component was made for by its factory, to keep that pipeline's config in step
+# when a setting changes after construction (a tuned threshold). Weak, so neither keeps the other.
+_PIPELINES: "weakref.WeakKeyDictionary[TrainablePipe, weakref.ref]" = weakref.WeakKeyDictionary()
+
+
 class PairScoringPipe(TrainablePipe):
-    """A TrainablePipe whose model has refs "tok2vec" (a TransformerListener) and "scorer"."""
+    """A TrainablePipe whose model has refs "tok2vec" (a TransformerListener) and "scorer".
+
+    cfg holds learned values (labels, dims), which loading takes from the saved cfg, and the
+    factory's settings named in CONFIG_SETTINGS, which come from the config the pipeline is built
+    or loaded with: `spacy.load(path, config=...)` runs with the values `nlp.config` reports.
+    """
+
+    CONFIG_SETTINGS: Tuple[str, ...] = ()
+
+    def _remember_pipeline(self, nlp: Language) -> None:
+        """Called by the factory: `set_setting` updates this pipeline's config too."""
+        _PIPELINES[self] = weakref.ref(nlp)
+
+    def set_setting(self, key: str, value: Any) -> None:
+        """Change a setting after construction, in cfg and in the config of the pipeline holding
+        this component, so `nlp.config` and a saved pipeline's config.cfg keep what runs."""
+        self.cfg[key] = value
+        nlp = _PIPELINES[self]() if self in _PIPELINES else None
+        if nlp is not None and self.name in nlp.component_names and nlp.get_pipe(self.name) is self:
+            nlp.get_pipe_config(self.name)[key] = value
+
+    def _load_cfg(self, saved: Dict) -> None:
+        """Take the saved cfg except the settings, which stay as the config set them; build the scorer."""
+        self.cfg.update({key: value for key, value in saved.items() if key not in self.CONFIG_SETTINGS})
+        self._build_scorer()
 
     def _set_dims(self, nlp: Optional[Language], n_outputs: int) -> None:
         """Size the scorer from the upstream transformer and the label count, then build it."""
@@ -41,16 +72,14 @@ class PairScoringPipe(TrainablePipe):
     def from_bytes(self, bytes_data, *, exclude=tuple()):
         msg = srsly.msgpack_loads(bytes_data)
         if "cfg" in msg and "cfg" not in exclude:
-            self.cfg.update(srsly.json_loads(msg["cfg"]))
-            self._build_scorer()
-        return super().from_bytes(bytes_data, exclude=exclude)
+            self._load_cfg(srsly.json_loads(msg["cfg"]))
+        return super().from_bytes(bytes_data, exclude=(*exclude, "cfg"))
 
     def from_disk(self, path, *, exclude=tuple()):
         cfg_path = Path(path) / "cfg"
         if cfg_path.exists() and "cfg" not in exclude:
-            self.cfg.update(srsly.read_json(cfg_path))
-            self._build_scorer()
-        return super().from_disk(path, exclude=exclude)
+            self._load_cfg(srsly.read_json(cfg_path))
+        return super().from_disk(path, exclude=(*exclude, "cfg"))
 
 
 def upstream_transformer_dims(component: TrainablePipe, nlp: Optional[Language]) -> Tuple[int, int, int]:

@@ -17,7 +17,8 @@ from thinc.api import Config, Model, set_dropout_rate
 
 from ..layers.relation_model import DocEntities, RelationScores
 from ..objectives import entity_pair_mask, relation_loss, relation_probabilities
-from ..relations import ENTS, Relation, candidate_spans, entity_mentions, register_relations_extension
+from ..relations import ENTS, Relation, candidate_spans, distinct_entities, register_relations_extension
+from ..validation import check_settings, validate_dev_corpus
 from .base import PairScoringPipe, prepare_process
 
 DEFAULT_MODEL_CONFIG = """
@@ -67,9 +68,11 @@ def make_pairatt_rel(
     """spans_key: "ents" for doc.ents, else a doc.spans key. multi_label: one sigmoid per relation
     type (several relations per pair, DocRED) instead of one softmax over NONE + types (SemEval).
     threshold: the probability a multi-label relation needs to be written. negative_ratio: in
-    training, pairs without a relation sampled per pair with one (None: all pairs)."""
+    training, pairs without a relation sampled per pair with one (None: all pairs).
+    spans_key, multi_label and threshold are the config's also when a saved pipeline is loaded
+    (`spacy.load(path, config=...)`), so `nlp.config` says what runs."""
     prepare_process()
-    return PairAttRelationExtractor(
+    component = PairAttRelationExtractor(
         nlp.vocab,
         model,
         name,
@@ -80,10 +83,14 @@ def make_pairatt_rel(
         seed=seed,
         scorer=scorer,
     )
+    component._remember_pipeline(nlp)
+    return component
 
 
 class PairAttRelationExtractor(PairScoringPipe):
     """Directional, labelled relations between the candidate entities of each Doc."""
+
+    CONFIG_SETTINGS = ("spans_key", "multi_label", "threshold")
 
     def __init__(
         self,
@@ -99,8 +106,9 @@ class PairAttRelationExtractor(PairScoringPipe):
         scorer=None,
     ):
         register_relations_extension()
-        if negative_ratio is not None and negative_ratio < 0:
-            raise ValueError(f"pairatt_rel: negative_ratio must be None or >= 0, got {negative_ratio}")
+        check_settings("pairatt_rel", threshold=threshold, negative_ratio=negative_ratio)
+        if not isinstance(spans_key, str) or not spans_key:
+            raise ValueError(f'pairatt_rel: spans_key must be "ents" or a doc.spans key, got {spans_key!r}')
         self.vocab = vocab
         self.model = model
         self.name = name
@@ -112,7 +120,7 @@ class PairAttRelationExtractor(PairScoringPipe):
             "dims": {},
             "spans_key": spans_key,
             "multi_label": multi_label,
-            "threshold": threshold,
+            "threshold": float(threshold),
         }
 
     @property
@@ -129,8 +137,9 @@ class PairAttRelationExtractor(PairScoringPipe):
 
     @threshold.setter
     def threshold(self, value: float) -> None:
-        """Set after tuning on held-out data; saved with the component."""
-        self.cfg["threshold"] = float(value)
+        """Set after tuning on held-out data; saved with the component and in the pipeline's config."""
+        check_settings(self.name, threshold=value)
+        self.set_setting("threshold", float(value))
 
     def add_label(self, label: str) -> int:
         if label in self.cfg["labels"]:
@@ -140,10 +149,11 @@ class PairAttRelationExtractor(PairScoringPipe):
         return 1
 
     def doc_entities(self, doc: Doc) -> DocEntities:
-        """The Doc's candidate entities, each a list of mention offsets, in order of first mention."""
+        """The Doc's candidate entities, each a list of mention offsets, in order of first mention;
+        spans with the same offsets are one entity (`distinct_entities`)."""
         return [
             [(span.start, span.end) for span in mentions]
-            for mentions in entity_mentions(candidate_spans(doc, self.cfg["spans_key"]))
+            for mentions in distinct_entities(candidate_spans(doc, self.cfg["spans_key"]))
         ]
 
     def predict(self, docs: Iterable[Doc]):
@@ -217,8 +227,14 @@ class PairAttRelationExtractor(PairScoringPipe):
             return gold_types, weights
         return np.where(positive, gold_types.argmax(axis=-1) + 1, 0), weights
 
-    def _gold_relations(self, example: Example, doc_index: int) -> List[Tuple[int, int, int]]:
-        """(head entity, tail entity, label index) of the reference's relations, on the predicted entities."""
+    def _gold_relations(
+        self, example: Example, doc_index: int, source: str = "batch", unknown_labels: bool = False
+    ) -> List[Tuple[int, int, int]]:
+        """(head entity, tail entity, label index) of the reference's relations, on the predicted entities.
+
+        source names the data in messages; unknown_labels: skip relations whose label the model
+        does not know (evaluation data) instead of failing.
+        """
         predicted_entities = {mentions[0]: i for i, mentions in enumerate(self.doc_entities(example.predicted))}
         label_index = {label: i for i, label in enumerate(self.labels)}
         reference = example.reference
@@ -226,9 +242,12 @@ class PairAttRelationExtractor(PairScoringPipe):
         gold = []
         for relation in reference._.relations:
             if relation.label not in label_index:
+                if unknown_labels:
+                    continue
                 raise ValueError(
-                    f"pairatt_rel: label {relation.label!r} of example {doc_index} ({reference.text[:80]!r}) is "
-                    f"not one of the {len(label_index)} labels the model was initialized with"
+                    f"pairatt_rel: label {relation.label!r} of example {doc_index} of the {source} "
+                    f"({reference.text[:80]!r}) is not one of the {len(label_index)} labels the model was "
+                    f"initialized with"
                 )
             ends = []
             for span in (relation.head_span(reference), relation.tail_span(reference)):
@@ -236,17 +255,18 @@ class PairAttRelationExtractor(PairScoringPipe):
                 key = (aligned[0].start, aligned[0].end) if aligned else None
                 if key not in predicted_entities:
                     raise ValueError(
-                        f"pairatt_rel: the relation {relation.label!r} of example {doc_index} "
+                        f"pairatt_rel: the relation {relation.label!r} of example {doc_index} of the {source} "
                         f"({reference.text[:80]!r}) involves {span.text!r} (tokens {span.start}-{span.end}), "
                         f"which is not the first mention of a candidate entity in the predicted Doc's "
-                        f"{self._candidates_name}. Training Docs need their candidate spans: read the "
+                        f"{self._candidates_name}. Training and dev Docs need their candidate spans: read the "
                         'corpus with "spacy-pairatt.GoldSpansCorpus.v1", which copies them from the reference.'
                     )
                 ends.append(predicted_entities[key])
             if ends[0] == ends[1]:
                 raise ValueError(
-                    f"pairatt_rel: the relation {relation.label!r} of example {doc_index} ({reference.text[:80]!r}) "
-                    f"holds between an entity and itself; relations need two different entities"
+                    f"pairatt_rel: the relation {relation.label!r} of example {doc_index} of the {source} "
+                    f"({reference.text[:80]!r}) holds between an entity and itself (spans with the same "
+                    f"offsets are one entity); relations need two different entities"
                 )
             gold.append((ends[0], ends[1], label_index[relation.label]))
         return gold
@@ -263,7 +283,8 @@ class PairAttRelationExtractor(PairScoringPipe):
         nlp: Optional[Language] = None,
         labels: Optional[List[str]] = None,
     ) -> None:
-        """Collect relation labels from the reference Docs, check the transformer, build the scorer."""
+        """Collect relation labels from the reference Docs, check the transformer, build the scorer;
+        check the dev corpus of the training config (`validate_dev_corpus`) as training data is checked."""
         validate_get_examples(get_examples, "PairAttRelationExtractor.initialize")
         if labels is not None:
             self.cfg["labels"] = list(labels)
@@ -278,6 +299,25 @@ class PairAttRelationExtractor(PairScoringPipe):
                 "with relations between spans (e.g. from `python -m spacy_pairatt semeval-convert`)"
             )
         self._set_dims(nlp, 1 + len(self.cfg["labels"]))
+        if nlp is not None:
+            self._validate_dev_corpus(nlp)
+
+    def _validate_dev_corpus(self, nlp: Language) -> None:
+        """The dev corpus must have examples, gold relations, and candidate spans for them on the
+        predicted side (what `get_loss` requires of training batches); labels unseen in training are
+        allowed there."""
+        found = validate_dev_corpus(
+            nlp,
+            self.name,
+            lambda example, index, source: self._gold_relations(example, index, source, unknown_labels=True),
+        )
+        if found is not None and not any(example.reference._.relations for example in found[1]):
+            raise ValueError(
+                f"{self.name}: no example of the dev corpus {found[0]} has gold relations in "
+                "doc._.relations, so every evaluation would score 0.00. Save the Docs with "
+                "DocBin(store_user_data=True) (the converters do) and read them with "
+                '"spacy-pairatt.GoldSpansCorpus.v1".'
+            )
 
     def update(self, examples: Iterable[Example], *, drop: float = 0.0, sgd=None, losses=None) -> Dict[str, float]:
         """The model takes (docs, entities), not docs, so TrainablePipe.update is adapted here."""
