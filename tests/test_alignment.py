@@ -1,15 +1,22 @@
-"""Wordpiece -> unit pooling against hand-computed values."""
+"""Wordpiece -> unit pooling (torch, batched by block) against hand-computed values and a direct,
+loop-by-loop reference computation."""
 
 import numpy as np
 import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spacy_pairatt.alignment import (
-    align_token_groups,
-    align_units,
+    DocAlignments,
+    Groups,
+    WordAttention,
+    align_blocks,
     pool_attention,
     pool_hidden,
-    pool_hidden_backward,
+    stack_windows,
 )
+from spacy_pairatt.features import entity_groups
 
 
 def ragged(token_wordpieces):
@@ -18,114 +25,199 @@ def ragged(token_wordpieces):
     return lengths, indices
 
 
+def pooled(hidden, attentions, doc_align, windows, groups):
+    """(hidden (S, N, M), dense attention (S, F, N, N), alignment) of the groups, in float64."""
+    alignments = DocAlignments.from_docs([a[0] for a in doc_align], [a[1] for a in doc_align], windows)
+    alignment = align_blocks(alignments, groups).to_torch("cpu")
+    window_hidden, _ = stack_windows([torch.as_tensor(h, dtype=torch.float64) for h in hidden])
+    window_attention, _ = stack_windows([torch.as_tensor(a, dtype=torch.float64) for a in attentions])
+    alignment.rows, alignment.cols, alignment.hidden_weights = (
+        t.double() for t in (alignment.rows, alignment.cols, alignment.hidden_weights)
+    )
+    attention = pool_attention(window_attention, alignment)
+    return pool_hidden(window_hidden, alignment), attention, alignment
+
+
 @pytest.fixture
 def one_window():
     """[CLS] i don ' t [SEP]: "I" -> 1, "do" -> 2, "n't" -> 2,3,4 (shares "don"), "  " -> none."""
     rng = np.random.default_rng(0)
-    hidden = rng.normal(size=(1, 6, 3)).astype("float32")
-    attention = rng.dirichlet(np.ones(6), size=(1, 1, 6)).astype("float32")  # (W=1, H=1, P, P)
-    lengths, indices = ragged([[1], [2], [2, 3, 4], []])
-    return hidden, attention, align_units(lengths, indices, 6, 0, 4)
+    hidden = rng.normal(size=(1, 6, 3))
+    attention = rng.dirichlet(np.ones(6), size=(1, 1, 6))  # (W=1, F=1, P, P)
+    return hidden, attention, ragged([[1], [2], [2, 3, 4], []])
 
 
 def test_hidden_is_mean_of_wordpieces(one_window):
-    hidden, _, alignment = one_window
-    units = pool_hidden(hidden, alignment)
-    assert units.shape == (5, 3)
-    np.testing.assert_allclose(units[0], hidden[0, 0], rtol=1e-6)  # root = [CLS]
-    np.testing.assert_allclose(units[1], hidden[0, 1], rtol=1e-6)
-    np.testing.assert_allclose(units[2], hidden[0, 2], rtol=1e-6)
-    np.testing.assert_allclose(units[3], hidden[0, 2:5].mean(axis=0), rtol=1e-6)
+    hidden, attention, align = one_window
+    units, _, alignment = pooled([hidden], [attention], [align], [(1, 6)], Groups.sentences([0], [0], [4]))
+    units = units[0].numpy()
+    np.testing.assert_allclose(units[0], hidden[0, 0])  # root = [CLS]
+    np.testing.assert_allclose(units[1], hidden[0, 1])
+    np.testing.assert_allclose(units[2], hidden[0, 2])
+    np.testing.assert_allclose(units[3], hidden[0, 2:5].mean(axis=0))
     np.testing.assert_array_equal(units[4], 0)
-    assert alignment.has_wordpieces.tolist() == [True, True, True, True, False]
+    assert alignment.missing[0].tolist() == [0, 0, 0, 0, 1]
 
 
-def test_attention_from_is_mean_to_is_sum(one_window):
-    _, attention, alignment = one_window
+def test_attention_from_is_mean_and_to_is_sum(one_window):
+    hidden, attention, align = one_window
+    _, words, alignment = pooled([hidden], [attention], [align], [(1, 6)], Groups.sentences([0], [0], [4]))
+    words = words.dense()[0, 0].numpy()
     a = attention[0, 0]
-    words, shared = pool_attention([attention], alignment)
-    assert words.shape == (1, 5, 5)
-    # "n't" (unit 3, rows 2,3,4) attends to "I" (unit 1, column 1): mean over its rows
-    assert words[0, 3, 1] == pytest.approx(a[2:5, 1].mean(), rel=1e-5)
-    # "I" attends to "n't": sum over its columns 2,3,4
-    assert words[0, 1, 3] == pytest.approx(a[1, 2:5].sum(), rel=1e-5)
-    # "do" and "n't" share "don"
-    assert words[0, 2, 3] == pytest.approx(a[2, 2:5].sum(), rel=1e-5)
-    assert words[0, 3, 2] == pytest.approx(a[2:5, 2].mean(), rel=1e-5)
-    # root is [CLS]
-    assert words[0, 0, 1] == pytest.approx(a[0, 1], rel=1e-5)
-    # the whitespace token has no attention and shares no window
-    np.testing.assert_array_equal(words[0, 4], 0)
-    np.testing.assert_array_equal(words[0, :, 4], 0)
-    assert shared[4].tolist() == [0, 0, 0, 0, 0]
-    assert shared[:4, :4].min() == 1
-    # "don" is counted for both "do" and "n't", so the row of "I" exceeds its wordpiece mass by a[1, 2]
-    assert words[0, 1].sum() == pytest.approx(a[1].sum() - a[1, 5] + a[1, 2], rel=1e-5)
+    assert words[3, 1] == pytest.approx(a[2:5, 1].mean())
+    assert words[1, 3] == pytest.approx(a[1, 2:5].sum())
+    assert words[2, 3] == pytest.approx(a[2, 2:5].sum())  # "don" counted for both words
+    assert words[0, 2] == pytest.approx(a[0, 2])
+    assert (words[4] == 0).all() and (words[:, 4] == 0).all()
+    assert alignment.shared[0, 1, 3] == 1 and alignment.shared[0, 1, 4] == 0
 
 
-def test_two_windows_average_shared_and_zero_unshared():
-    """Windows of P=4: w0 = [CLS] a b [SEP] (flat 0..3), w1 = [CLS] b c [SEP] (flat 4..7).
-
-    Token "a" is only in w0, "b" in both (positions 2 and 5), "c" only in w1.
-    """
-    rng = np.random.default_rng(1)
-    hidden = rng.normal(size=(2, 4, 3)).astype("float32")
-    attention = [rng.dirichlet(np.ones(4), size=(2, 2, 4)).astype("float32") for _ in range(2)]  # L=2, H=2
-    lengths, indices = ragged([[1], [2, 5], [6]])
-    alignment = align_units(lengths, indices, 4, 0, 3)
-    assert alignment.windows.tolist() == [0, 1]
-    units = pool_hidden(hidden, alignment)
-    np.testing.assert_allclose(units[0], (hidden[0, 0] + hidden[1, 0]) / 2, rtol=1e-6)
-    np.testing.assert_allclose(units[2], (hidden[0, 2] + hidden[1, 1]) / 2, rtol=1e-6)
-    words, shared = pool_attention(attention, alignment)
-    assert words.shape == (4, 4, 4)
-    assert shared[1, 3] == 0 and shared[1, 2] == 1 and shared[2, 3] == 1 and shared[0, 2] == 2
-    for layer in range(2):
-        for head in range(2):
-            f = layer * 2 + head
-            w0, w1 = attention[layer][0, head], attention[layer][1, head]
-            assert words[f, 1, 3] == 0 and words[f, 3, 1] == 0  # "a" and "c" share no window
-            assert words[f, 1, 2] == pytest.approx(w0[1, 2], rel=1e-5)  # "a" -> "b" only in w0
-            assert words[f, 3, 2] == pytest.approx(w1[2, 1], rel=1e-5)  # "c" -> "b" only in w1
-            assert words[f, 0, 2] == pytest.approx((w0[0, 2] + w1[0, 1]) / 2, rel=1e-5)  # averaged
-            assert words[f, 2, 0] == pytest.approx((w0[2, 0] + w1[1, 0]) / 2, rel=1e-5)
-
-
-def test_sentence_slice_of_a_longer_doc():
-    lengths, indices = ragged([[1], [2], [5], [6, 7]])
-    alignment = align_units(lengths, indices, 4, 2, 4)  # tokens 2 and 3 only, both in window 1
-    assert alignment.windows.tolist() == [1]
-    assert alignment.membership.shape == (3, 1, 4)
-    assert np.argwhere(alignment.membership[0, 0]).ravel().tolist() == [0]
-    assert np.argwhere(alignment.membership[2, 0]).ravel().tolist() == [2, 3]
-    with pytest.raises(ValueError, match="outside the alignment"):
-        align_units(lengths, indices, 4, 2, 9)
-
-
-def test_hidden_backward_is_the_adjoint():
-    rng = np.random.default_rng(2)
-    hidden = rng.normal(size=(3, 5, 4))
-    lengths, indices = ragged([[1, 2], [2, 6], [], [7, 11, 12]])
-    alignment = align_units(lengths, indices, 5, 0, 4)
-    d_units = rng.normal(size=(5, 4))
-    d_hidden = pool_hidden_backward(d_units, alignment, hidden.shape)
-    assert np.sum(d_units * pool_hidden(hidden, alignment)) == pytest.approx(np.sum(d_hidden * hidden))
+def test_long_sentence_averages_over_shared_windows_only():
+    """Two windows of 4 positions; words 1 and 2 are in both, word 0 only in the first, word 3 in the second."""
+    rng = np.random.default_rng(3)
+    hidden = rng.normal(size=(2, 4, 2))
+    attention = rng.random(size=(2, 1, 4, 4))
+    align = ragged([[1], [2, 5], [3, 6], [7]])
+    units, words, alignment = pooled([hidden], [attention], [align], [(2, 4)], Groups.sentences([0], [0], [4]))
+    words = words.dense()[0, 0].numpy()
+    a = attention[:, 0]
+    assert words[2, 3] == pytest.approx((a[0, 2, 3] + a[1, 1, 2]) / 2)
+    assert words[1, 4] == 0 and alignment.shared[0, 1, 4] == 0  # no common window
+    assert words[0, 1] == pytest.approx(a[0, 0, 1])  # the root is in both windows: only window 0 holds word 1
+    np.testing.assert_allclose(units[0, 0].numpy(), (hidden[0, 0] + hidden[1, 0]) / 2)
+    np.testing.assert_allclose(units[0, 2].numpy(), (hidden[0, 2] + hidden[1, 1]) / 2)
 
 
 def test_entity_with_two_mentions_pools_over_all_their_wordpieces():
     """Relation units: an entity is all wordpieces of all its mentions (mean as source, sum as target)."""
     rng = np.random.default_rng(1)
-    hidden = rng.normal(size=(1, 8, 3)).astype("float32")
-    attention = rng.dirichlet(np.ones(8), size=(1, 2, 8)).astype("float32")  # (W=1, H=2, P, P)
+    hidden = rng.normal(size=(1, 8, 3))
+    attention = rng.dirichlet(np.ones(8), size=(1, 2, 8))  # (W=1, F=2, P, P)
     # tokens 0..4 -> wordpieces [1], [2, 3], [4], [5], [6]; entity A = tokens 0 and 3 (two mentions),
     # entity B = token 1 (two wordpieces), token 2 and 4 belong to no entity.
-    lengths, indices = ragged([[1], [2, 3], [4], [5], [6]])
-    alignment = align_token_groups(lengths, indices, 8, np.array([0, 3, 1]), np.array([1, 1, 2]))
-    units = pool_hidden(hidden, alignment)
-    np.testing.assert_allclose(units[1], hidden[0, [1, 5]].mean(axis=0), rtol=1e-6)
-    np.testing.assert_allclose(units[2], hidden[0, [2, 3]].mean(axis=0), rtol=1e-6)
-    words, _ = pool_attention([attention], alignment)
+    align = ragged([[1], [2, 3], [4], [5], [6]])
+    groups = entity_groups([[[(0, 1), (3, 4)], [(1, 2)]]])
+    units, words, _ = pooled([hidden], [attention], [align], [(1, 8)], groups)
+    np.testing.assert_allclose(units[0, 1].numpy(), hidden[0, [1, 5]].mean(axis=0))
+    np.testing.assert_allclose(units[0, 2].numpy(), hidden[0, [2, 3]].mean(axis=0))
+    words = words.dense()[0].numpy()
     for head in range(2):
         a = attention[0, head]
-        assert words[head, 1, 2] == pytest.approx(a[[1, 5]][:, [2, 3]].sum(axis=1).mean(), rel=1e-5)
-        assert words[head, 2, 1] == pytest.approx(a[[2, 3]][:, [1, 5]].sum(axis=1).mean(), rel=1e-5)
+        assert words[head, 1, 2] == pytest.approx(a[[1, 5]][:, [2, 3]].sum(axis=1).mean())
+        assert words[head, 2, 1] == pytest.approx(a[[2, 3]][:, [1, 5]].sum(axis=1).mean())
+
+
+def reference(hidden, attentions, doc_align, windows, sentences):
+    """The pooling rules computed directly, one group, unit and window at a time (no shared code)."""
+    results = []
+    for doc, start, n_words in sentences:
+        lengths, indices = doc_align[doc]
+        n_windows, width = windows[doc]
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        pieces = [set()] + [
+            {(int(i) // width, int(i) % width) for i in indices[offsets[t] : offsets[t + 1]]}
+            for t in range(start, start + n_words)
+        ]
+        touched = sorted({w for unit in pieces for w, _ in unit})
+        pieces[0] = {(w, 0) for w in touched}
+        n = n_words + 1
+        pooled_hidden = np.zeros((n, hidden[doc].shape[-1]))
+        for u, unit in enumerate(pieces):
+            if unit:
+                pooled_hidden[u] = np.mean([hidden[doc][w, p] for w, p in unit], axis=0)
+        n_maps = attentions[doc].shape[1]
+        pooled_attention = np.zeros((n_maps, n, n))
+        shared = np.zeros((n, n))
+        for i in range(n):
+            for j in range(n):
+                for w in touched:
+                    rows = [p for ww, p in pieces[i] if ww == w]
+                    cols = [p for ww, p in pieces[j] if ww == w]
+                    if rows and cols:
+                        shared[i, j] += 1
+                        pooled_attention[:, i, j] += attentions[doc][w][:, rows][:, :, cols].sum(axis=2).mean(axis=1)
+        pooled_attention /= np.maximum(shared, 1)
+        results.append((pooled_hidden, pooled_attention, shared, [float(not unit) for unit in pieces]))
+    return results
+
+
+@st.composite
+def batches(draw):
+    """Docs of different window counts and widths; tokens with no, one or several wordpieces, some
+    shared between tokens (many-to-many), over several windows; random sentences of each Doc."""
+    n_docs = draw(st.integers(1, 3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    docs, windows, sentences = [], [], []
+    for doc in range(n_docs):
+        n_windows, width, n_tokens = int(rng.integers(1, 4)), int(rng.integers(3, 7)), int(rng.integers(1, 9))
+        token_pieces = [
+            [int(w * width + rng.integers(1, width)) for w in rng.integers(0, n_windows, size=rng.integers(0, 3))]
+            for _ in range(n_tokens)
+        ]
+        docs.append(ragged(token_pieces))
+        windows.append((n_windows, width))
+        start = int(rng.integers(0, n_tokens))
+        sentences.append((doc, start, int(rng.integers(0, n_tokens - start + 1))))
+    hidden = [rng.normal(size=(w, p, 3)) for w, p in windows]
+    attentions = [rng.random(size=(w, 4, p, p)) for w, p in windows]
+    return hidden, attentions, docs, windows, sentences
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches())
+def test_batched_pooling_equals_the_direct_computation(batch):
+    hidden, attentions, docs, windows, sentences = batch
+    groups = Groups.sentences(*np.array(sentences).T)
+    units, words, alignment = pooled(hidden, attentions, docs, windows, groups)
+    dense = words.dense()
+    for g, (expected_hidden, expected_attention, expected_shared, expected_missing) in enumerate(
+        reference(hidden, attentions, docs, windows, sentences)
+    ):
+        n = len(expected_hidden)
+        np.testing.assert_allclose(units[g, :n].numpy(), expected_hidden, atol=1e-5)
+        np.testing.assert_allclose(dense[g, :, :n, :n].numpy(), expected_attention, atol=1e-5)
+        np.testing.assert_array_equal(alignment.shared[g, :n, :n].numpy(), expected_shared)
+        assert alignment.missing[g, :n].tolist() == expected_missing
+    # What the scorer reads without the dense maps: projections and the maps at chosen pairs.
+    weights = torch.randn(2, dense.shape[1], dtype=torch.float64)
+    torch.testing.assert_close(words.project(weights), torch.einsum("cf,sfij->scij", weights, dense))
+    heads = torch.randint(0, dense.shape[-1], (dense.shape[0], dense.shape[-1]))
+    to_head, from_head = words.at_pairs(heads)
+    s, i = torch.meshgrid(torch.arange(dense.shape[0]), torch.arange(dense.shape[-1]), indexing="ij")
+    torch.testing.assert_close(to_head, dense.permute(0, 2, 3, 1)[s, i, heads])
+    torch.testing.assert_close(from_head, dense.permute(0, 2, 3, 1)[s, heads, i])
+
+
+def test_gradients_match_finite_differences():
+    """Autograd through the pooling (hidden and attention) against torch's finite differences."""
+    rng = np.random.default_rng(5)
+    windows = [(3, 5)]
+    align = ragged([[11], [1, 2], [2, 3], [3, 6], [7], [], [8]])  # windows 0 and 1 of 0..2
+    alignments = DocAlignments.from_docs([align[0]], [align[1]], windows)
+    for groups in (Groups.sentences([0], [1], [6]), entity_groups([[[(1, 3)], [(3, 5), (6, 7)], [(0, 1)]]])):
+        alignment = align_blocks(alignments, groups).to_torch("cpu")
+        for name in ("rows", "cols", "hidden_weights"):
+            setattr(alignment, name, getattr(alignment, name).double())
+        hidden = torch.tensor(rng.normal(size=(3, 5, 2)), requires_grad=True)
+        attention = torch.tensor(rng.random(size=(3, 2, 5, 5)), requires_grad=True)
+        assert torch.autograd.gradcheck(lambda h: pool_hidden(h, alignment), (hidden,))
+        assert torch.autograd.gradcheck(lambda a: pool_attention(a, alignment).dense(), (attention,))
+        weights = torch.randn(3, 2, dtype=torch.float64)
+        assert torch.autograd.gradcheck(lambda a: pool_attention(a, alignment).project(weights), (attention,))
+        heads = torch.zeros(1, alignment.n_units, dtype=torch.int64)
+        assert torch.autograd.gradcheck(lambda a: pool_attention(a, alignment).at_pairs(heads), (attention,))
+
+
+def test_dense_attention_wraps_as_one_block_per_group():
+    attention = torch.rand(2, 3, 4, 4)
+    words = WordAttention.from_dense(attention)
+    torch.testing.assert_close(words.dense(), attention)
+
+
+def test_windows_of_different_widths_are_padded():
+    """Docs transformed in different sub-batches have different P: stacked windows are right-padded."""
+    stacked, widths = stack_windows([torch.ones(1, 3, 2), torch.ones(2, 5, 2)])
+    assert stacked.shape == (3, 5, 2) and widths == [3, 5]
+    assert float(stacked[0, 3:].abs().sum()) == 0
+    maps, _ = stack_windows([torch.ones(1, 2, 3, 3), torch.ones(1, 2, 4, 4)])
+    assert maps.shape == (2, 2, 4, 4) and float(maps[0, :, 3].sum() + maps[0, :, :, 3].sum()) == 0

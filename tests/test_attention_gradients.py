@@ -1,4 +1,4 @@
-"""Fine-tuning through attention: pool_attention_backward, the AttentionTransformerModel backprop,
+"""Fine-tuning through attention: the AttentionTransformerModel backprop,
 and pairatt_transformer + pairatt_parser pipelines that send attention gradients to the encoder."""
 
 import numpy as np
@@ -10,8 +10,8 @@ from spacy_transformers.data_classes import TransformerData
 from thinc.api import Adam
 from transformers.file_utils import ModelOutput
 
-from spacy_pairatt.alignment import align_token_groups, align_units, pool_attention, pool_attention_backward
 from spacy_pairatt.layers.attention_transformer import build_attention_transformer
+from spacy_pairatt.layers.pair_scorer import torch_module
 from spacy_pairatt.span_getters import make_sent_windows
 
 FTATT_CONFIG = REPO / "configs" / "parser_minilm_ftatt.cfg"
@@ -27,51 +27,6 @@ TAGGER = {
         },
     }
 }
-
-
-def ragged(token_wordpieces):
-    lengths = np.array([len(w) for w in token_wordpieces])
-    return lengths, np.array([i for w in token_wordpieces for i in w], dtype="int64")
-
-
-@pytest.mark.parametrize("entities", [False, True])
-def test_pool_attention_backward_matches_finite_differences(entities):
-    """Three windows of P=5 (the sentence touches two), shared wordpieces, a token with none, and
-    multi-token units; 2 layers of 2 heads. pool_attention is linear, so the differences are exact
-    up to rounding."""
-    rng = np.random.default_rng(0)
-    shapes = [(3, 2, 5, 5), (3, 2, 5, 5)]
-    attentions = [rng.dirichlet(np.ones(5), size=shape[:3]).astype("float64") for shape in shapes]
-    lengths, indices = ragged([[11], [1, 2], [2, 3], [3, 6], [7], [], [8]])  # windows 0 and 1 of 0..2
-    if entities:
-        alignment = align_token_groups(lengths, indices, 5, np.array([1, 2, 3, 4, 6]), np.array([1, 1, 2, 2, 3]))
-    else:
-        alignment = align_units(lengths, indices, 5, 1, 7)
-    pooled, _ = pool_attention(attentions, alignment)
-    d_pooled = rng.normal(size=pooled.shape)
-    analytic = pool_attention_backward(d_pooled, alignment, shapes)
-
-    def loss(arrays):
-        return float((pool_attention(arrays, alignment)[0].astype("float64") * d_pooled).sum())
-
-    eps = 1e-3
-    for layer, d_layer in enumerate(analytic):
-        assert d_layer.shape == shapes[layer]
-        numeric = np.zeros(shapes[layer])
-        for index in np.ndindex(shapes[layer]):
-            plus = [a.copy() for a in attentions]
-            minus = [a.copy() for a in attentions]
-            plus[layer][index] += eps
-            minus[layer][index] -= eps
-            numeric[index] = (loss(plus) - loss(minus)) / (2 * eps)
-        np.testing.assert_allclose(d_layer, numeric, atol=2e-4)
-        assert np.abs(d_layer[2]).sum() == 0  # the window the sentence does not touch
-    # out= adds to what is there: two sentences of one Doc accumulate.
-    twice = pool_attention_backward(d_pooled, alignment, shapes, out=[d.copy() for d in analytic])
-    for once, both in zip(analytic, twice):
-        np.testing.assert_allclose(both, 2 * once, rtol=1e-6)
-    with pytest.raises(ValueError, match="3 heads"):
-        pool_attention_backward(d_pooled, alignment, [(3, 2, 5, 5), (3, 1, 5, 5)])
 
 
 def test_backprop_through_attentions_matches_finite_differences(tiny_bert_dir):
@@ -164,7 +119,7 @@ def initialized(nlp, docs):
     fix_random_seed(0)
     examples = examples_from_docs(nlp, docs)
     nlp.initialize(lambda: examples)
-    module = nlp.get_pipe("pairatt_parser").model.get_ref("scorer").layers[0].shims[0]._model
+    module = torch_module(nlp.get_pipe("pairatt_parser").model.get_ref("scorer")).scorer
     with torch.no_grad():
         module.attention.forward_map.normal_()
         module.attention.backward_map.normal_()

@@ -5,8 +5,7 @@ import pytest
 from conftest import make_pipeline
 from spacy.tokens import DocBin
 
-from spacy_pairatt.alignment import align_units, pool_attention
-from spacy_pairatt.features import trf_arrays
+from spacy_pairatt.features import sentence_features
 
 TEXTS = ["The parser reads the attention between words. It builds one tree per sentence.", "Dogs bark loudly."]
 
@@ -48,14 +47,14 @@ def test_release_drops_attention_and_keeps_parse_and_hidden_states(nlp):
 def test_keep_float16_holds_the_word_level_maps_the_parser_reads(nlp):
     full, kept = parse(nlp), parse(nlp, keep="float16")
     for doc, doc_kept in zip(full, kept):
-        hidden, attentions, lengths, indices = trf_arrays(doc._.trf_data, use_attention=True)
+        attentions = doc._.trf_data.model_output["attentions"]
+        features, _ = sentence_features([doc], [doc._.trf_data], use_attention=True)
         sentences = [(sent.start, sent.end) for sent in doc.sents]
         assert [(start, end) for start, end, _ in doc_kept._.pairatt_attention] == sentences
-        for (start, end), (_, _, maps) in zip(sentences, doc_kept._.pairatt_attention):
-            expected, _ = pool_attention(attentions, align_units(lengths, indices, hidden.shape[1], start, end))
+        for (start, end), (_, _, maps), expected in zip(sentences, doc_kept._.pairatt_attention, features):
             assert maps.dtype == np.float16
             assert maps.shape == (len(attentions) * attentions[0].shape[1], end - start + 1, end - start + 1)
-            np.testing.assert_allclose(maps, expected, rtol=1e-2, atol=1e-3)
+            np.testing.assert_allclose(maps, expected.attention, rtol=1e-2, atol=1e-3)
 
 
 def test_unknown_keep_value_is_refused(nlp):

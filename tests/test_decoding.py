@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from spacy_pairatt.decoding import (
+    decode_batch,
     decode_heads,
     greedy_heads,
     is_single_rooted_tree,
@@ -380,3 +381,24 @@ def test_a_greedy_tree_is_returned_as_the_mst():
     heads = mst_heads(scores)
     assert heads[1:].tolist() == tree[1:].tolist()
     assert tree_score(scores, heads) == pytest.approx(brute_force_best_score(scores))
+
+
+@pytest.mark.parametrize("method", ["mst", "greedy"])
+def test_decode_batch_equals_decoding_each_sentence(method):
+    """One compiled call over a padded batch gives each sentence the tree decode_heads gives it;
+    what lies in the padding does not matter."""
+    rng = np.random.default_rng(7)
+    lengths = np.array([1, 6, 3, 0, 9, 2])
+    arcs = rng.normal(scale=3.0, size=(len(lengths), 10, 10))
+    arcs[1, :, 0] = 5.0  # every word prefers the root: the MST must pick one
+    heads = decode_batch(arcs, lengths, method)
+    for b, n in enumerate(lengths):
+        np.testing.assert_array_equal(heads[b, : n + 1], decode_heads(arcs[b, : n + 1, : n + 1], method))
+        assert (heads[b, n + 1 :] == -1).all()
+    noisy = arcs.copy()
+    noisy[0, 5:, :] = np.nan
+    np.testing.assert_array_equal(decode_batch(noisy, lengths, method)[0], heads[0])
+    with pytest.raises(ValueError, match="unknown decoding method"):
+        decode_batch(arcs, lengths, "eisner")
+    with pytest.raises(ValueError, match="every length < N"):
+        decode_batch(arcs, lengths + 5, method)

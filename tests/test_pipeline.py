@@ -13,6 +13,7 @@ from thinc.api import Adam, fix_random_seed
 from torch import nn
 
 from spacy_pairatt.features import MissingAttentionError
+from spacy_pairatt.layers.pair_scorer import torch_module
 from spacy_pairatt.objectives import arc_log_scores
 from spacy_pairatt.scoring import sentence_is_one_tree
 
@@ -257,7 +258,7 @@ def test_small_chunks_give_the_same_parses_and_loss(trained):
     default = [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)]
     parser = nlp.get_pipe("pairatt_parser")
     docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples[:12]]))
-    dropouts = [m for m in model.get_ref("scorer").layers[0].shims[0]._model.modules() if isinstance(m, nn.Dropout)]
+    dropouts = [m for m in torch_module(model.get_ref("scorer")).modules() if isinstance(m, nn.Dropout)]
     rates = [m.p for m in dropouts]
     for module in dropouts:
         module.p = 0.0  # training-time scores, without the randomness of dropout

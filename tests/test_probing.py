@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from conftest import UD_DIR
 
-from spacy_pairatt.alignment import align_units, pool_attention
-from spacy_pairatt.features import trf_arrays
+from spacy_pairatt.features import sentence_features
 from spacy_pairatt.probing import (
     PairFeatureLayout,
     all_candidate_pairs,
@@ -60,9 +59,9 @@ def test_pair_features_are_hidden_states_and_pooled_attention(encoder, ewt_docs)
     dependents, candidates = all_candidate_pairs(n)
     rows = pair_feature_matrix(features, dependents, candidates)
     assert rows.shape == (n * n, layout.n_columns) == (n * n, 2 * 32 + 2 * 8)
-    # Recompute from the transformer output with the alignment module itself.
-    hidden, attentions, lengths, indices = trf_arrays(doc._.trf_data, use_attention=True)
-    attention, _ = pool_attention(attentions, align_units(lengths, indices, hidden.shape[1], 0, n))
+    # Recompute from the transformer output with the parser's own pooling.
+    (sentence,), _ = sentence_features([doc], [doc._.trf_data], use_attention=True)
+    attention = sentence.attention
     a_ij, a_ji = layout.columns(["a_ij"]), layout.columns(["a_ji"])
     np.testing.assert_allclose(rows[:, a_ij], attention[:, dependents, candidates].T, rtol=1e-6)
     np.testing.assert_allclose(rows[:, a_ji], attention[:, candidates, dependents].T, rtol=1e-6)

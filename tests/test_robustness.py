@@ -10,6 +10,7 @@ import re
 import resource
 import subprocess
 import sys
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -23,7 +24,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Corpus, Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.features import MAX_SENTENCE_TOKENS, doc_sentences
+from spacy_pairatt.features import MAX_UNSEGMENTED_TOKENS, doc_sentences
 from spacy_pairatt.scoring import sentence_is_one_tree
 
 COMMON_WORDS = "the of and a to in is was he for it with as his on be at by I this had not are but from".split()
@@ -53,15 +54,18 @@ CROSSING = with_heads([2, 3, 2, 3] + [None] * (len(LONG_WORDS) - 4))  # two inte
 
 
 def sentence_units(doc):
-    """(start, end) of the spans the parser must make one tree each: the Doc's sentences, else the Doc,
-    a unit longer than MAX_SENTENCE_TOKENS cut into consecutive pieces no longer than that."""
+    """(start, end) of the spans the parser must make one tree each: the Doc's sentences, whatever their
+    length; else the Doc, or, over MAX_UNSEGMENTED_TOKENS, consecutive pieces no longer than that."""
     if len(doc) == 0:
         return []
-    sentences = [(sent.start, sent.end) for sent in doc.sents] if doc.has_annotation("SENT_START") else [(0, len(doc))]
     units = doc_sentences(doc)
-    assert all(end - start <= MAX_SENTENCE_TOKENS for start, end in units)
-    assert [start for start, _ in units if start in dict(sentences)] == [start for start, _ in sentences]
-    assert units[-1][1] == len(doc) and all(a[1] == b[0] for a, b in zip(units, units[1:]))
+    if doc.has_annotation("SENT_START"):
+        assert units == [(sent.start, sent.end) for sent in doc.sents]
+    elif len(doc) <= MAX_UNSEGMENTED_TOKENS:
+        assert units == [(0, len(doc))]
+    else:
+        assert all(end - start <= MAX_UNSEGMENTED_TOKENS for start, end in units)
+    assert units[0][0] == 0 and units[-1][1] == len(doc) and all(a[1] == b[0] for a, b in zip(units, units[1:]))
     return units
 
 
@@ -183,10 +187,26 @@ def address_space_limit(extra_bytes):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
 def test_ten_thousand_tokens_without_sentence_boundaries_fit_in_2_gb(trained, long_text):
-    """Parsed in pieces of at most MAX_SENTENCE_TOKENS, one tree each, instead of one n x n problem."""
-    with address_space_limit(2 * 2**30):
+    """Too long for one n x n problem: segmented by the rule-based sentencizer, with a warning naming the Doc."""
+    with address_space_limit(2 * 2**30), pytest.warns(UserWarning, match=r"Doc of \d+ tokens without sentence"):
         (doc,) = parse_and_check(trained, [long_text])
-    assert max(len(sent) for sent in doc.sents) <= MAX_SENTENCE_TOKENS
+    assert max(len(sent) for sent in doc.sents) <= 31  # the text's sentences: 3 to 30 words and "."
+
+
+@pytest.mark.parametrize("boundaries", ["one sentence set", "none"])
+def test_a_thousand_token_sentence_is_one_tree(trained, boundaries):
+    """Sentences are never cut: 1,000 tokens (several encoder windows) make one tree, without a warning."""
+    rng = random.Random(1)
+    words = rng.choices(COMMON_WORDS, k=1_000)
+    doc = Doc(trained.vocab, words=words)
+    if boundaries != "none":
+        doc[0].is_sent_start = True
+        for token in doc[1:]:
+            token.is_sent_start = False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (parsed,) = parse_and_check(trained, [doc])
+    assert len(list(parsed.sents)) == 1 and sum(token.head.i == token.i for token in parsed) == 1
 
 
 # --- odd input ----------------------------------------------------------------------------------
