@@ -3,9 +3,12 @@
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
+
+from importlib.metadata import distributions
 
 import numpy as np
 import pytest
@@ -15,9 +18,11 @@ from spacy_pairatt.packaging import package_requirements
 from spacy_pairatt.scoring import sentence_is_one_tree
 
 TEXT = "The parser reads the attention between words. It builds one tree per sentence!"
-# Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, and the parse.
+# Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, the parse, and
+# the distributions it sees.
 LOAD_AND_PARSE = f"""
 import json
+from importlib.metadata import distributions
 from pathlib import Path
 import spacy, en_pairatt
 nlp = spacy.load("en_pairatt")
@@ -30,8 +35,39 @@ print(json.dumps({{
     "sents": [[sent.start, sent.end] for sent in doc.sents],
     "pipe_names": nlp.pipe_names,
     "attention_kept": "attentions" in doc._.trf_data.model_output,
+    "distributions": sorted({{d.metadata["Name"] for d in distributions() if d.metadata["Name"]}}),
 }}))
 """
+# The distribution that test_package_test_passes_inside_a_virtualenv installs into its virtualenv only.
+MARKER = "pairatt-virtualenv-marker"
+
+
+def site_dirs() -> list:
+    """The running interpreter's site-packages directories (a virtualenv's own, a conda env's, the system's)."""
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE and Path(site.getusersitepackages()).is_dir():
+        dirs.append(site.getusersitepackages())
+    return dirs
+
+
+def venv_seeing_this_environment(path: Path, env=None) -> Path:
+    """A venv (no pip of its own) whose python sees the packages of the running interpreter; its python.
+
+    Not `--system-site-packages`: from inside a virtualenv that shows the base interpreter's packages, not the
+    virtualenv's. A .pth file in the venv's site-packages adds the running interpreter's site directories with
+    `site.addsitedir`, so their own .pth files (editable installs) are read too; the venv's own site-packages,
+    where pip installs, stays first.
+    """
+    run(sys.executable, "-m", "venv", "--without-pip", path, env=env)
+    python = Path(path) / "bin" / "python"
+    lines = [f"import site; site.addsitedir({directory!r})" for directory in site_dirs()]
+    (purelib(python, env) / "_pairatt_running_environment.pth").write_text("\n".join(lines) + "\n")
+    return python
+
+
+def purelib(python: Path, env=None) -> Path:
+    """The site-packages directory that `python` installs into."""
+    return Path(run(python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))", env=env).strip())
 
 
 def run(*args, env) -> str:
@@ -73,16 +109,18 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
     run(sys.executable, "-m", "spacy", "package", shipped, packages, *package_args, env=env)
     (wheel,) = (packages / "en_pairatt-0.1.0" / "dist").glob("*.whl")
 
-    # The venv sees the system site, where spaCy, torch and spacy_pairatt are installed: there is no network to
-    # install them from, and torch alone is several hundred MB. The system's pip, visible through it, installs
-    # into the venv; without --no-deps, so the wheel's requirements must resolve against that stack offline.
+    # The venv sees the running interpreter's packages (spaCy, torch, spacy_pairatt; a virtualenv's, a conda
+    # env's or the system's): there is no network to install them from, and torch alone is several hundred MB.
+    # The pip visible through it installs into the venv; without --no-deps, so the wheel's requirements must
+    # resolve against that stack offline.
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv, env=env)
-    python = venv / "bin" / "python"
+    python = venv_seeing_this_environment(venv, env=env)
     run(python, "-m", "pip", "install", "--no-index", wheel, env=env)
     result = json.loads(run(python, "-c", LOAD_AND_PARSE, env=env))
 
     assert Path(result["module"]).resolve().is_relative_to(venv.resolve())
+    seen_here = {d.metadata["Name"] for d in distributions() if d.metadata["Name"]}
+    assert seen_here <= set(result["distributions"]), sorted(seen_here - set(result["distributions"]))
     meta = result["meta"]
     assert meta["performance"]["dep_las"] == pytest.approx(scores["dep_las"])
     assert meta["performance"]["dep_uas"] == pytest.approx(scores["dep_uas"])
@@ -94,3 +132,25 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
     for start, end in result["sents"]:
         assert sentence_is_one_tree(heads, start, end)
         assert sum(heads[i] == i for i in range(start, end)) == 1
+
+
+@pytest.mark.slow
+def test_package_test_passes_inside_a_virtualenv(tmp_path):
+    """The README's test command run from a virtualenv: the package test's venv must see the virtualenv's packages.
+
+    The virtualenv sees this environment through a .pth file, and holds one distribution of its own (MARKER)
+    that the base interpreter lacks, as a virtualenv holds spaCy and torch where the base has none: a nested
+    venv built with `--system-site-packages` misses it.
+    """
+    outer = tmp_path / "virtualenv"
+    python = venv_seeing_this_environment(outer)
+    dist_info = purelib(python) / f"{MARKER.replace('-', '_')}-1.0.dist-info"
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {MARKER}\nVersion: 1.0\n")
+    (dist_info / "RECORD").write_text("")
+    assert run(python, "-c", f"import importlib.metadata as m; print(m.version({MARKER!r}))", env=None).strip() == "1.0"
+    test = f"{REPO / 'tests' / 'test_package.py'}::test_wheel_installs_offline_and_parses"
+    args = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "--basetemp", tmp_path / "pytest", test]
+    result = subprocess.run([str(arg) for arg in args], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, f"inside {outer}:\n{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
+    assert "1 passed" in result.stdout
