@@ -7,7 +7,7 @@ In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc)
   `pairatt_transformer` component's batching; interleaved per repeat; median words/s.
 Training: one `nlp.update` on 32 training sentences, pairatt_parser vs a tagger head on the same
 transformer, interleaved; median seconds per step.
-MST: the time spent in `decode_heads` while (b) parses the test set, measured by wrapping it,
+MST: the time spent in `decode_batch` while (b) parses the test set, measured by wrapping it,
 as a share of (b)'s total time and of the parser component's own time; plus a cProfile summary.
 
     python bench/speed.py --output results/bench_speed.json
@@ -28,7 +28,7 @@ from spacy.training import Example
 from thinc.api import fix_random_seed
 
 import spacy_pairatt.components.parser as parser_module
-from spacy_pairatt.decoding import decode_heads
+from spacy_pairatt.decoding import decode_batch
 
 
 def words_per_second(run: Callable[[List], None], docs: List, n_words: int) -> float:
@@ -98,13 +98,13 @@ def training_steps(pairatt, tagger, train_docs, steps: int, batch: int) -> Dict:
 
 
 def decoding_share(pairatt, docs, batch_size: int) -> Dict:
-    """Seconds in decode_heads, in the parser component and in the whole pipeline over `docs`."""
+    """Seconds in decode_batch, in the parser component and in the whole pipeline over `docs`."""
     decoding = [0.0]
 
-    def timed_decode(scores, method):
+    def timed_decode(arcs, lengths, method):
         start = time.perf_counter()
         try:
-            return decode_heads(scores, method)
+            return decode_batch(arcs, lengths, method)
         finally:
             decoding[0] += time.perf_counter() - start
 
@@ -116,7 +116,7 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
         for doc in original_pipe(stream, **kwargs):
             yield doc
 
-    parser_module.decode_heads = timed_decode
+    parser_module.decode_batch = timed_decode
     try:
         fresh = unannotated(docs)
         start = time.perf_counter()
@@ -125,7 +125,7 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
         list(parser.pipe(transformed, batch_size=batch_size))
         end = time.perf_counter()
     finally:
-        parser_module.decode_heads = decode_heads
+        parser_module.decode_batch = decode_batch
     component[0] = end - middle
     total = end - start
     return {
@@ -140,10 +140,12 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
 
 PROFILE_PARTS = {
     "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
-    "pair features (pooling to words)": ("spacy_pairatt/features.py", "sentence_features"),
-    "pair scorer (arcs)": ("spacy_pairatt/layers/pair_scorer.py", "_predict_arcs"),
+    "windows stacked (features.window_batch)": ("spacy_pairatt/features.py", "window_batch"),
+    "alignment indices (alignment.align_blocks)": ("spacy_pairatt/alignment.py", "align_blocks"),
+    "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
+    "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_predict_arcs"),
     "pair scorer (labels on decoded arcs)": ("spacy_pairatt/layers/pair_scorer.py", "labels_at"),
-    "MST decoding": ("spacy_pairatt/decoding.py", "decode_heads"),
+    "MST decoding": ("spacy_pairatt/decoding.py", "decode_batch"),
     "set_annotations": ("spacy_pairatt/components/parser.py", "set_annotations"),
 }
 

@@ -27,7 +27,7 @@ from .alignment import (
     stack_windows,
 )
 from .span_getters import sentence_spans
-from .validation import ATTENTION_CONFIG_HINT  # noqa: F401 (re-exported; defined with the other checks)
+from .validation import ATTENTION_CONFIG_HINT, transformer_output_problem, transformer_ran  # noqa: F401 (hint re-exported)
 
 
 class MissingAttentionError(ValueError):
@@ -120,22 +120,17 @@ def window_batch(docs: Sequence[Doc], trf_datas, use_attention: bool, needed: Se
 
 def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
     """(hidden (W, P, M), attention per layer (W, H, P, P) or None) of one Doc, as torch tensors, checked."""
-    output = trf_data.model_output
-    if "last_hidden_state" not in output:
-        raise ValueError(f"pairatt: Doc {doc_index} ({len(doc)} tokens) has no transformer output")
+    problem = transformer_output_problem(trf_data, use_attention)
+    if problem is not None:
+        error = MissingAttentionError if transformer_ran(trf_data) else ValueError
+        raise error(f"pairatt: Doc {doc_index} ({len(doc)} tokens): {problem}")
     if len(trf_data.align.lengths) != len(doc):
         raise ValueError(
             f"pairatt: the transformer alignment covers {len(trf_data.align.lengths)} tokens but Doc {doc_index} "
             f"has {len(doc)}; the Doc was changed after the transformer ran"
         )
-    layers = None
-    if use_attention:
-        if not output.get("attentions"):
-            raise MissingAttentionError(
-                "pairatt: Doc._.trf_data has no attention weights, so the upstream transformer was "
-                "run without them.\n" + ATTENTION_CONFIG_HINT
-            )
-        layers = [xp2torch(layer) for layer in output["attentions"]]
+    output = trf_data.model_output
+    layers = [xp2torch(layer) for layer in output["attentions"]] if use_attention else None
     return xp2torch(output["last_hidden_state"]), layers
 
 

@@ -32,10 +32,11 @@ so its sentence scores are 100 by construction.
 - Predicts heads and UD 2.16 dependency labels only: no tags, lemmas, morphology or entities.
 - On raw text the sentence boundaries come from a small CNN senter trained on EWT; its errors become parse
   errors, since each sentence gets its own tree (see the project README's segmentation table).
-- Sentences longer than 128 wordpieces are split into overlapping windows; word pairs further apart than the
-  overlap get no attention features.
-- About a third as fast as spaCy's transition parser on the same encoder on CPU, and each parsed Doc keeps the
-  attention maps on `Doc._.trf_data` (about 5 MB per 128-wordpiece window).
+- Sentences longer than 128 tokens are read in overlapping encoder windows; word pairs further apart than the
+  overlap get no attention features. Every sentence is one tree at any length; a Doc without sentence
+  boundaries over 2,048 tokens is split by spaCy's rule-based sentencizer, with a warning.
+- Speed: see the project's results/bench.md (measured on untrained weights, before the batched feature path).
+  The pipeline's `pairatt_release_attention` drops the attention maps from `Doc._.trf_data` after parsing.
 - Needs `spacy-pairatt` (the component's code) and its pinned stack; tested on CPU only.
 """
 MODEL_CARD = {
