@@ -23,6 +23,8 @@ import numpy as np
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.tokens import Doc
 
+from spacy_pairatt.provenance import provenance
+
 CORPUS = tuple(f"corpus/ud_ewt/en_ewt-ud-{split}.spacy" for split in ("train", "dev", "test"))
 
 
@@ -120,6 +122,7 @@ def main() -> None:
         "words_per_second_ratio": round(largest["words_per_second"] / smallest["words_per_second"], 3),
         "bytes_kept_per_doc": kept_per_doc(args.batch_size),
     }
+    result["provenance"] = provenance(seed=None)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
     print(json.dumps(result, indent=2))

@@ -29,6 +29,7 @@ from thinc.api import fix_random_seed
 
 import spacy_pairatt.components.parser as parser_module
 from spacy_pairatt.decoding import decode_batch
+from spacy_pairatt.provenance import provenance
 
 
 def words_per_second(run: Callable[[List], None], docs: List, n_words: int) -> float:
@@ -194,6 +195,7 @@ def main() -> None:
         "decoding": decoding_share(pairatt, docs, args.batch_size),
         "profile": profile_summary(pairatt, docs, args.batch_size),
     }
+    result["provenance"] = provenance(seed=0)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
     print(json.dumps(result, indent=2))

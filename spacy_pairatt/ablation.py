@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .bootstrap import paired_bootstrap
+from .provenance import provenance
 
 PAPER = "Meng et al. 2019, Table 1: BERT-base, full PTB (Stanford dependencies), UAS/LAS without punctuation"
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
@@ -183,7 +184,7 @@ def run_ablation(
         command = train_command(
             row, train, dev, str(Path(training_dir) / training), steps, seed, dev_limit, adapted_encoder, gpu_id
         )
-        start = time.perf_counter()
+        start, started = time.perf_counter(), time.time()
         subprocess.run([sys.executable, *command[1:]], check=True)
         record = {
             "dataset": dataset,
@@ -196,6 +197,7 @@ def run_ablation(
             "dev_limit": dev_limit,
             "seconds": round(time.perf_counter() - start, 1),
             "model": str(Path(training_dir) / training / "model-best"),
+            "provenance": provenance(seed=seed, started=started),
         }
         (results / f"{training}_train.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
     for row in selected:
@@ -482,6 +484,7 @@ def write_ablation_table(
     """Write the markdown and JSON; returns the markdown."""
     table = ablation_table(Path(results_dir), replicates)
     text = ablation_markdown(table, title)
+    table["provenance"] = provenance(seed=BOOTSTRAP_SEED)
     for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,10 @@ def relations_table(args) -> None:
     if args.output:
         Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
     if args.json:
-        write_json({"results": [{"name": name, **result} for name, result in rows]}, args.json)
+        from .provenance import provenance
+
+        results = [{"name": name, **result} for name, result in rows]
+        write_json({"results": results, "provenance": provenance()}, args.json)
     if args.readme:
         readme = Path(args.readme)
         readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), "relations", text), "utf8")

@@ -12,6 +12,7 @@ import spacy
 from spacy.training import Corpus, Example
 
 from .decoding import DECODERS
+from .provenance import model_provenance, provenance
 from .scoring import arc_counts, score_parse
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
@@ -30,6 +31,7 @@ def evaluate_pipeline(
     pairatt_parser, so one trained model is scored with and without MST. per_document adds each
     document's arc counts (`arc_counts`), which paired bootstrap tests between two models need.
     """
+    started = time.time()
     nlp = spacy.load(model)
     if decoder is not None:
         set_decoder(nlp, decoder)
@@ -61,6 +63,8 @@ def evaluate_pipeline(
     }
     if per_document:
         result["arc_counts"] = arc_counts(examples)
+    result["model_config"] = model_provenance(nlp, model)
+    result["provenance"] = provenance(seed=result["model_config"]["seed"], started=started)
     return result
 
 

@@ -29,6 +29,7 @@ from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
 from .encoders import minilm_path
+from .provenance import library_versions, provenance
 from .features import UnitFeatures, sentence_features
 
 PARTS = ("T_i", "T_j", "a_ij", "a_ji")
@@ -495,6 +496,8 @@ def write_probe_report(
     if importance_png is not None:
         link = os.path.relpath(Path(importance_png).resolve(), Path(markdown_path).resolve().parent)
     markdown = probe_markdown(result, command, link)
+    result = {**result, "provenance": provenance(seed=result.get("settings", {}).get("seed"), command=command)}
+    result["provenance"]["versions"].update(library_versions(("lightgbm",)))
     for path, text in ((Path(json_path), json.dumps(result, indent=2) + "\n"), (Path(markdown_path), markdown)):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf8")

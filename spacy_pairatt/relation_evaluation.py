@@ -4,6 +4,7 @@ Entities are given (gold tokens and candidate spans on the Docs the pipeline see
 define their evaluation.
 """
 
+import time
 from typing import Dict, List, Tuple
 
 import spacy
@@ -15,6 +16,7 @@ from .corpora.docred import SPANS_KEY, docred_facts, name_triples, score_docred
 from .corpora.readers import make_gold_spans_corpus
 from .corpora.semeval import score_semeval
 from .evaluation import percent, predict_examples
+from .provenance import model_provenance, provenance
 from .relation_metrics import tune_threshold
 from .relations import ENTS, register_relations_extension
 
@@ -30,8 +32,10 @@ def _given_entities(nlp: Language, data: str, spans_key: str) -> List[Example]:
     return examples
 
 
-def _run_info(model: str, nlp: Language, examples: List[Example], seconds: float) -> Dict:
+def _run_info(model: str, nlp: Language, examples: List[Example], seconds: float, started: float) -> Dict:
+    """What every relation result records: the model, its features and config, the timing and provenance."""
     n_words = sum(len(eg.predicted) for eg in examples)
+    config = model_provenance(nlp, model)
     component = nlp.get_pipe("pairatt_rel")
     scorer = component.model.get_ref("scorer").attrs
     parts = (("emb", scorer["use_embeddings"]), ("att", scorer["use_attention"]))
@@ -41,24 +45,29 @@ def _run_info(model: str, nlp: Language, examples: List[Example], seconds: float
         "n_docs": len(examples),
         "seconds": round(seconds, 2),
         "words_per_second": round(n_words / seconds, 1),
+        "model_config": config,
+        "provenance": provenance(seed=config["seed"], started=started),
     }
 
 
 def evaluate_semeval(model: str, data: str, batch_size: int = 64) -> Dict:
     """The official scorer's figures on a converted SemEval split (a pair's best relation, else Other)."""
+    started = time.time()
     nlp = spacy.load(model)
     examples = _given_entities(nlp, data, ENTS)
     seconds = predict_examples(nlp, examples, batch_size)
+    scores = score_semeval(examples, 0.0)
     return {
-        **_run_info(model, nlp, examples, seconds),
+        **_run_info(model, nlp, examples, seconds, started),
         "task": "semeval",
         "data": str(data),
-        "scores": score_semeval(examples, 0.0),
+        "scores": scores,
     }
 
 
 def evaluate_docred(model: str, tune: str, test: str, train: str, batch_size: int = 16) -> Dict:
     """θ tuned for F1 on `tune`, then F1, Ign F1 (facts seen in `train` discounted) and AUC on `test`."""
+    started = time.time()
     register_relations_extension()
     nlp = spacy.load(model)
     nlp.get_pipe("pairatt_rel").threshold = DOCRED_CANDIDATE_FLOOR
@@ -70,13 +79,14 @@ def evaluate_docred(model: str, tune: str, test: str, train: str, batch_size: in
     test_examples = _given_entities(nlp, test, SPANS_KEY)
     seconds = predict_examples(nlp, test_examples, batch_size)
     train_docs = DocBin(store_user_data=True).from_disk(train).get_docs(nlp.vocab)
+    scores = score_docred(test_examples, name_triples(train_docs), theta)
     return {
-        **_run_info(model, nlp, test_examples, seconds),
+        **_run_info(model, nlp, test_examples, seconds, started),
         "task": "docred",
         "data": {"tune": str(tune), "test": str(test), "train": str(train)},
         "theta": theta,
         "candidate_floor": DOCRED_CANDIDATE_FLOOR,
-        "scores": score_docred(test_examples, name_triples(train_docs), theta),
+        "scores": scores,
     }
 
 

@@ -1,6 +1,7 @@
 """The Table 1 ablation: row commands, the table and orderings from constructed evaluation JSON,
 and evaluate's decoder override on a tiny saved pipeline."""
 
+import hashlib
 import json
 
 import pytest
@@ -122,7 +123,8 @@ def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tm
     assert f"{fine_tuning} holds (+1.50) | does not hold (-5.00) | not measured |" in uas_part
     assert "| claim | comparison | paper | ewt |\n" in las_part and "ptb" not in las_part
     assert f"{fine_tuning} holds (+1.80) | does not hold (-5.00) |" in las_part
-    assert json.loads(json_path.read_text(encoding="utf8")) == ablation_table(results_dir)
+    written = json.loads(json_path.read_text(encoding="utf8"))
+    assert written.pop("provenance")["seed"] == 0 and written == ablation_table(results_dir)
 
 
 def write_seed_replicate(folder, seed, test_uas):
@@ -220,6 +222,12 @@ def test_evaluate_decoder_override(saved_parser, tmp_path):
     assert results["mst"]["decoders"] == {"pairatt_parser": "mst"}
     assert results["mst"]["scores"]["dep_single_tree"] == 1.0
     assert results["greedy"]["scores"]["dep_single_tree"] < 1.0
+    # provenance: the model's config and training seed, this run's versions, command and time
+    config = (saved_parser / "training" / "ft_emb_att" / "model-best" / "config.cfg").read_bytes()
+    assert results["mst"]["model_config"]["config_sha256"] == hashlib.sha256(config).hexdigest()
+    assert results["mst"]["model_config"]["seed"] == 0 and results["mst"]["provenance"]["seed"] == 0
+    assert results["mst"]["provenance"]["versions"]["spacy"] == spacy.__version__
+    assert results["mst"]["provenance"]["wall_seconds"] >= results["mst"]["seconds"]
     nlp = spacy.load(model)
     nlp.remove_pipe("pairatt_parser")
     nlp.to_disk(tmp_path / "encoder_only")
@@ -260,6 +268,9 @@ def test_score_only_rescoring_records_arc_counts_and_bootstrap_intervals(saved_p
         assert interval["difference"] == pytest.approx(mst[metric]["difference"], abs=0.01)
         assert interval["within_noise"] is (interval["low"] <= 0 <= interval["high"])
     assert "; 95% interval" in write_ablation_table(str(tmp_path), None, None)
+    write_ablation_table(str(tmp_path), None, str(tmp_path / "ablation.json"))
+    assert json.loads((tmp_path / "ablation.json").read_text())["provenance"]["seed"] == 0
+    assert json.loads((results / "ft_emb_att_test.json").read_text())["provenance"]["versions"]["thinc"]
     training = str(saved_parser / "training")
     with pytest.raises(ValueError, match="train row ft_emb first"):
         run_ablation("ewt", data, data, data, training, str(results), None, rows=["ft_emb"], train_models=False)

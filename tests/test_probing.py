@@ -22,6 +22,7 @@ from spacy_pairatt.probing import (
     read_conllu_docs,
     run_probe,
     sample_negatives,
+    write_probe_report,
 )
 
 TRAIN = UD_DIR / "en_ewt-ud-train.conllu"
@@ -142,7 +143,7 @@ def test_unknown_part_is_named():
         PairFeatureLayout(2, 1, 1).columns(["T_k"])
 
 
-def test_tiny_probe_end_to_end(tiny_bert_dir, ewt_docs):
+def test_tiny_probe_end_to_end(tiny_bert_dir, ewt_docs, tmp_path):
     pytest.importorskip("lightgbm")
     if not DEV.exists():
         pytest.skip(f"UD English-EWT dev not found at {DEV}")
@@ -160,5 +161,9 @@ def test_tiny_probe_end_to_end(tiny_bert_dir, ewt_docs):
     assert data["train"]["gold_pairs"] == data["train"]["words"]
     assert data["eval"]["gold_pairs"] == data["eval"]["words"]
     markdown = probe_markdown(result, "python -m spacy_pairatt probe ...", "probe_importance.png")
+    written = write_probe_report(result, tmp_path / "probe.json", tmp_path / "probe.md", "python -m spacy_pairatt probe")
+    recorded = json.loads((tmp_path / "probe.json").read_text())["provenance"]
+    assert recorded["seed"] == 0 and recorded["command"] == "python -m spacy_pairatt probe"
+    assert recorded["versions"]["lightgbm"] and written.startswith("#")
     assert "| both (T_i, T_j, a_ij, a_ji) | 80 |" in markdown
     assert "<!-- attention-maps:start -->" in markdown and "<!-- relation-maps:end -->" in markdown

@@ -177,6 +177,9 @@ def test_semeval_evaluation_and_table_from_a_saved_pipeline(trained, semeval_doc
     parsed = nlp.pipe(with_candidate_spans(doc, "ents") for doc in semeval_docs)
     predicted = [Example(doc, gold) for doc, gold in zip(parsed, semeval_docs)]
     assert result["scores"] == pytest.approx(score_semeval(predicted, 0.0))
+    assert result["model_config"]["seed"] == nlp.config.interpolate()["training"]["seed"]
+    assert len(result["model_config"]["config_sha256"]) == 64
+    assert result["provenance"]["versions"]["spacy-transformers"] and result["provenance"]["wall_seconds"] >= 0
     table = relations_table([("tiny", result)])
     macro_f1 = 100 * result["scores"]["rel_semeval_macro_f1"]
     assert f"| tiny | emb+att | {tmp_path / 'data.spacy'} | {macro_f1:.1f} |" in table

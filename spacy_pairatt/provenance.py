@@ -1,0 +1,148 @@
+"""Where a results file came from: code commit, library versions, command, seed, time and cores.
+
+Every writer of a results JSON (evaluate, the relation evaluations and table, the ablation rows and
+table, the probe, the bench scripts) adds `"provenance": provenance(...)`; evaluations of a saved
+pipeline add `"model": model_provenance(nlp, path)` (its config's hash, training seed and steps).
+"""
+
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Dict, List, Optional
+
+LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "spacy-pairatt")
+# The tracked paths whose changes make the code "dirty": not results/, README.md or docs/, which the
+# project commands themselves rewrite.
+CODE_PATHS = ("spacy_pairatt", "bench", "configs", "setup.py", "project.yml")
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+_IMPORTED = time.time()
+
+
+def provenance(seed: Optional[int] = None, started: Optional[float] = None, command: Optional[str] = None) -> Dict:
+    """This run's provenance, for the results JSON it is about to write.
+
+    seed: the seed the results depend on (a training seed, a sampling seed; None where there is none).
+    started: `time.time()` when the work began; `wall_seconds` runs from there to now (default: from
+    the start of the process). command: default the process's command line (`command_line()`).
+    """
+    now = time.time()
+    start = process_start() if started is None else started
+    return {
+        "code": code_version(),
+        "versions": {"python": platform.python_version(), **library_versions()},
+        "command": command or command_line(),
+        "seed": seed,
+        "created": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
+        "wall_seconds": round(now - start, 1),
+        **machine(),
+    }
+
+
+def library_versions(names=LIBRARIES) -> Dict[str, Optional[str]]:
+    """Installed versions by distribution name (None for one that is not installed)."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def code_version(root: Path = SOURCE_ROOT) -> Dict:
+    """The git commit of the checkout this package runs from, and whether its code differs from it.
+
+    commit None: not run from a git checkout of this project (an installed wheel). dirty: tracked or
+    untracked changes under CODE_PATHS (their paths in `dirty_paths`, at most 20).
+    """
+    if not (root / ".git").exists() or not (root / "setup.py").is_file():
+        return {"commit": None, "dirty": None, "dirty_paths": []}
+    commit = _git(root, "rev-parse", "HEAD")
+    commit = commit and commit.strip()
+    status = _git(root, "status", "--porcelain", "--untracked-files=normal", "--", *CODE_PATHS)
+    if commit is None or status is None:
+        return {"commit": commit, "dirty": None, "dirty_paths": []}
+    paths = sorted(line[3:] for line in status.splitlines() if line.strip())
+    return {"commit": commit, "dirty": bool(paths), "dirty_paths": paths[:20]}
+
+
+def _git(root: Path, *args: str) -> Optional[str]:
+    try:
+        result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return result.stdout if result.returncode == 0 else None
+
+
+def command_line(argv: Optional[List[str]] = None) -> str:
+    """The command as typed: `python -m PACKAGE ...` for a package's __main__, else `python SCRIPT ...`."""
+    argv = list(sys.argv if argv is None else argv)
+    if not argv or not argv[0]:
+        return "python"
+    program = Path(argv[0])
+    if argv[0] == "-c":
+        head = ["python", "-c"]
+    elif program.name == "__main__.py":
+        head = ["python", "-m", program.parent.name]
+    elif program.suffix == ".py":
+        head = ["python", os.path.relpath(program) if program.is_absolute() else str(program)]
+    else:
+        head = [program.name]
+    return shlex.join(head + argv[1:])
+
+
+def machine() -> Dict:
+    """Cores this process may run on, the machine's count, and torch's threads (when torch is loaded)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    info = {"cores": cores, "cpu_count": os.cpu_count()}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        info["torch_threads"] = torch.get_num_threads()
+        info["cuda"] = bool(torch.cuda.is_available())
+    return info
+
+
+def process_start() -> float:
+    """The process's start as `time.time()` (Linux /proc; elsewhere when this module was imported)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # field 22, starttime, counted after the ")" that ends field 2
+        boot = next(
+            int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
+        )
+        start = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration, AttributeError):
+        return _IMPORTED
+    # btime has one-second resolution: never report a start after this module's import.
+    return min(start, _IMPORTED)
+
+
+def model_provenance(nlp, path) -> Dict:
+    """What trained a saved pipeline: the SHA-256 of its config.cfg, its training seed, steps and encoder."""
+    config_file = Path(path) / "config.cfg"
+    text = config_file.read_bytes() if config_file.is_file() else nlp.config.to_str().encode("utf8")
+    config = nlp.config.interpolate()
+    training = config.get("training", {})
+    encoder = None
+    for component in config.get("components", {}).values():
+        model = component.get("model", {}) if isinstance(component, dict) else {}
+        if isinstance(model, dict) and "name" in model and "transformer" in str(component.get("factory", "")):
+            encoder = model["name"]
+            if isinstance(encoder, dict):  # a registered function that finds the weights
+                encoder = next((str(v) for k, v in encoder.items() if k.startswith("@")), str(encoder))
+            break
+    return {
+        "path": str(path),
+        "config_sha256": hashlib.sha256(text).hexdigest(),
+        "seed": training.get("seed"),
+        "max_steps": training.get("max_steps"),
+        "encoder": encoder,
+        "spacy_version": nlp.meta.get("spacy_version"),
+    }

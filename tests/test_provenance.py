@@ -1,0 +1,90 @@
+"""Provenance of results files: commit and dirtiness, library versions, command, seed, wall time, cores."""
+
+import platform
+import subprocess
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from spacy_pairatt import provenance as provenance_module
+from spacy_pairatt.provenance import LIBRARIES, code_version, command_line, process_start, provenance
+
+
+def git(root, *args):
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """A git checkout shaped like this project's: setup.py, the package, a results folder; one commit."""
+    root = tmp_path / "checkout"
+    (root / "spacy_pairatt").mkdir(parents=True)
+    (root / "results").mkdir()
+    (root / "setup.py").write_text("# setup\n")
+    (root / "spacy_pairatt" / "code.py").write_text("X = 1\n")
+    (root / "results" / "scores.json").write_text("{}\n")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    return root
+
+
+def test_records_versions_command_seed_time_and_cores():
+    started = time.time() - 5
+    record = provenance(seed=7, started=started, command="python -m spacy_pairatt evaluate M D")
+    assert record["versions"]["python"] == platform.python_version()
+    for name in ("spacy", "spacy-transformers", "thinc", "torch", "transformers"):
+        assert name in LIBRARIES and record["versions"][name] == version(name)
+    assert record["command"] == "python -m spacy_pairatt evaluate M D"
+    assert record["seed"] == 7
+    assert 5 <= record["wall_seconds"] < 60
+    assert record["cores"] >= 1 and record["cpu_count"] >= record["cores"]
+    assert record["created"].endswith("+00:00")
+    assert set(record["code"]) == {"commit", "dirty", "dirty_paths"}
+
+
+def test_this_checkout_is_recorded_by_its_commit():
+    if not (REPO / ".git").exists():
+        pytest.skip("not run from a git checkout")
+    assert provenance()["code"]["commit"] == git(REPO, "rev-parse", "HEAD")
+
+
+def test_dirty_means_changed_code_not_changed_results(checkout):
+    assert code_version(checkout) == {"commit": git(checkout, "rev-parse", "HEAD"), "dirty": False, "dirty_paths": []}
+    (checkout / "results" / "scores.json").write_text('{"uas": 1}\n')
+    (checkout / "results" / "new.json").write_text("{}\n")
+    assert code_version(checkout)["dirty"] is False
+    (checkout / "spacy_pairatt" / "code.py").write_text("X = 2\n")
+    (checkout / "spacy_pairatt" / "new.py").write_text("Y = 1\n")
+    assert code_version(checkout)["dirty"] is True
+    assert code_version(checkout)["dirty_paths"] == ["spacy_pairatt/code.py", "spacy_pairatt/new.py"]
+
+
+def test_no_checkout_no_commit(tmp_path):
+    assert code_version(tmp_path) == {"commit": None, "dirty": None, "dirty_paths": []}
+
+
+def test_command_line_as_typed():
+    main = str(Path(provenance_module.__file__).parent / "__main__.py")
+    assert command_line([main, "evaluate", "a b", "--output", "x.json"]) == (
+        "python -m spacy_pairatt evaluate 'a b' --output x.json"
+    )
+    assert command_line(["bench/speed.py", "--limit", "5"]) == "python bench/speed.py --limit 5"
+    assert command_line(["-c"]) == "python -c"
+
+
+def test_wall_seconds_default_to_the_process_start():
+    start = process_start()
+    assert start <= provenance_module._IMPORTED <= time.time()
+    assert provenance()["wall_seconds"] >= round(time.time() - provenance_module._IMPORTED, 1) - 0.1
+
+
+@pytest.mark.parametrize("script", ["bench/speed.py", "bench/memory.py"])
+def test_bench_scripts_record_provenance(script):
+    """The benchmarks take minutes on EWT: their source is checked, their JSON by `bench-table` runs."""
+    source = (REPO / script).read_text(encoding="utf8")
+    assert "from spacy_pairatt.provenance import provenance" in source
+    assert 'result["provenance"] = provenance(' in source
