@@ -218,13 +218,14 @@ def read_json(path: Path) -> Optional[Dict]:
 
 def split_scores(result: Optional[Dict], labelled: bool) -> Optional[Dict]:
     """Percentages of an evaluate result: UAS (and LAS on labelled data) without punctuation, and
-    the share of sentences parsed as one tree."""
+    the share of sentences parsed as one tree. Not rounded: differences and verdicts come from the
+    exact scores, and the markdown rounds once, as it prints."""
     if result is None:
         return None
     scores = result["scores"]
 
     def pct(name):
-        return None if scores.get(name) is None else round(100 * scores[name], 2)
+        return None if scores.get(name) is None else 100 * scores[name]
 
     return {"uas": pct("dep_uas"), "las": pct("dep_las") if labelled else None, "trees": pct("dep_single_tree")}
 
@@ -256,10 +257,11 @@ def dataset_rows(results_dir: Path, dataset: Dataset) -> List[Dict]:
 
 
 def ordering_verdict(better: Optional[float], worse: Optional[float]) -> Dict:
-    """Whether `better` > `worse`; "not measured" when either is missing."""
+    """Whether `better` > `worse`, and by how much (exact: rounded only where printed); "not measured"
+    when either is missing."""
     if better is None or worse is None:
         return {"verdict": "not measured", "difference": None}
-    return {"verdict": "holds" if better > worse else "does not hold", "difference": round(better - worse, 2)}
+    return {"verdict": "holds" if better > worse else "does not hold", "difference": better - worse}
 
 
 def within_noise(interval: Dict) -> bool:
@@ -347,7 +349,7 @@ def seed_spread(folders: Sequence[Tuple[Path, Dict[str, List[Dict]]]]) -> List[D
                         "dataset": dataset.key,
                         "metric": metric,
                         "runs": sorted(runs.values(), key=lambda run: run["seed"]),
-                        "mean": round(sum(differences) / len(differences), 2),
+                        "mean": sum(differences) / len(differences),
                         "holds_in_every_seed": all(difference > 0 for difference in differences),
                     }
                 )

@@ -49,11 +49,12 @@ def paired_bootstrap(
         differences.append(score(counts["better"], docs) - score(counts["worse"], docs))
     resampled = np.concatenate(differences)
     low, high = np.percentile(resampled, [2.5, 97.5])
+    # Not rounded: whether the interval spans 0 is read from these; the markdown rounds as it prints.
     return {
-        "difference": round(observed, 2),
-        "low": round(float(low), 2),
-        "high": round(float(high), 2),
-        "p_not_better": round(float((resampled <= 0).mean()), 4),
+        "difference": observed,
+        "low": float(low),
+        "high": float(high),
+        "p_not_better": float((resampled <= 0).mean()),
         "n_resamples": n_resamples,
         "seed": seed,
         "n_docs": len(gold),

@@ -79,11 +79,12 @@ def test_orderings_from_results(results_dir):
         paper = [entry["paper"][metric] for entry in table["orderings"]]
         assert [verdict["verdict"] for verdict in paper] == ["holds"] * 3 + ["does not hold", "not measured"]
     # fea:ptb:emb+att against fea:emb+att: 76.9 / 67.4 against 77.2 / 68.3
-    assert [entry["paper"]["las"]["difference"] for entry in table["orderings"]][3] == -0.9
-    assert verdicts["MLM adaptation helps feature-based"]["paper"]["uas"]["difference"] == -0.3
+    assert [entry["paper"]["las"]["difference"] for entry in table["orderings"]][3] == pytest.approx(-0.9)
+    assert verdicts["MLM adaptation helps feature-based"]["paper"]["uas"]["difference"] == pytest.approx(-0.3)
     fea, ft = verdicts["attention helps feature-based"]["ewt"], verdicts["attention helps fine-tuning"]["ewt"]
-    assert fea == {"uas": {"verdict": "holds", "difference": 10.0}, "las": {"verdict": "holds", "difference": 10.0}}
-    assert ft["uas"] == {"verdict": "does not hold", "difference": -5.0}
+    for metric in ("uas", "las"):
+        assert fea[metric]["verdict"] == "holds" and fea[metric]["difference"] == pytest.approx(10.0)
+    assert ft["uas"]["verdict"] == "does not hold" and ft["uas"]["difference"] == pytest.approx(-5.0)
     assert verdicts["MST helps"]["ewt"]["uas"]["verdict"] == "not measured"
     # the PTB sample has no labels: its orderings are on UAS alone
     assert {metric for entry in table["orderings"] for metric in entry["ptb"]} == {"uas"}
@@ -93,7 +94,7 @@ def test_orderings_from_results(results_dir):
 def test_rows_hold_percentages_and_las_only_on_labelled_data(results_dir):
     table = ablation_table(results_dir)
     ewt = {row["key"]: row for row in table["datasets"]["ewt"]["rows"]}
-    assert ewt["fea_emb_att"]["test"] == {"uas": 70.0, "las": 66.0, "trees": 90.0}
+    assert ewt["fea_emb_att"]["test"] == pytest.approx({"uas": 70.0, "las": 66.0, "trees": 90.0})
     assert ewt["fea_emb_att"]["train_seconds"] == 12.5 and ewt["fea_emb_att"]["steps"] == 40
     assert ewt["ft_emb_att_mst"]["test"] is None and ewt["ft_emb_att_mst"]["decoder"] == "mst"
     # the MST row shares ft:emb+att's training record
@@ -101,6 +102,25 @@ def test_rows_hold_percentages_and_las_only_on_labelled_data(results_dir):
     ptb = {row["key"]: row for row in table["datasets"]["ptb"]["rows"]}
     assert ptb["ft_emb"]["test"]["las"] is None
     assert ptb["fea_emb"]["encoder"] is None
+
+
+def test_scores_are_rounded_once_as_they_are_printed(tmp_path):
+    """90.251 prints as 90.3 (not 90.25, then 90.2); 86.054 - 85.956 as +0.10 (not 86.05 - 85.96 = +0.09);
+    the JSON keeps the exact scores and differences."""
+    ptb = tmp_path / "ptb"
+    for key, uas in (("ft_emb", 0.85956), ("ft_emb_att", 0.86054), ("ft_emb_att_mst", 0.90251)):
+        write_training(ptb, ROWS_BY_KEY[key].training)
+        write_result(ptb, f"{key}_test.json", uas)
+    (tmp_path / "ewt").mkdir()
+    table = ablation_table(tmp_path)
+    rows = {row["key"]: row for row in table["datasets"]["ptb"]["rows"]}
+    assert rows["ft_emb_att_mst"]["test"]["uas"] == 100 * 0.90251
+    orderings = {entry["claim"]: entry["ptb"]["uas"] for entry in table["orderings"]}
+    assert orderings["attention helps fine-tuning"]["difference"] == pytest.approx(0.098)
+    assert orderings["MST helps"]["difference"] == pytest.approx(90.251 - 86.054)
+    text = write_ablation_table(str(tmp_path), None, None)
+    assert "| 90.3 | 100.0 |" in text and "90.2" not in text
+    assert "does not hold (+0.09)" not in text and "| holds (+0.10) |" in text and "| holds (+4.20) |" in text
 
 
 def test_markdown_and_json_have_every_row_and_the_papers_figures(results_dir, tmp_path):
