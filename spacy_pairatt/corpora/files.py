@@ -14,9 +14,13 @@ def sha256_lf(path: Path) -> str:
     return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
 
 
+DOWNLOAD_TIMEOUT = 120  # seconds without data before a download is given up
+
+
 def fetch_checked(dest: Path, files: Mapping[str, Tuple[str, str]], local_dir: Optional[Path] = None) -> None:
     """Put each file (relative path -> (url, sha256_lf)) under `dest`: a symlink into `local_dir` when
-    it has the file, else a download; either way the checksum must match."""
+    it has the file, else a download from `url` (the official source, pinned); either way the checksum
+    must match, or a one-line ValueError names the file and nothing is left at its place."""
     for name, (url, expected) in files.items():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -27,13 +31,29 @@ def fetch_checked(dest: Path, files: Mapping[str, Tuple[str, str]], local_dir: O
             target.symlink_to(source.resolve())
             how = f"linked from {source}"
         else:
-            with urllib.request.urlopen(url) as response, target.open("wb") as file:
-                shutil.copyfileobj(response, file)
+            download(url, target)
             how = f"downloaded from {url}"
         actual = sha256_lf(target)
         if actual != expected:
-            raise ValueError(f"{target} ({how}) has SHA-256 {actual} (CRLF read as LF), expected {expected}")
+            target.unlink()
+            raise ValueError(checksum_error(name, how, actual, expected))
         print(f"{name}: {how}, checksum ok")
+
+
+def download(url: str, target: Path) -> None:
+    """`url` into `target`, by way of a partial file beside it: an interrupted download leaves no `target`."""
+    partial = target.with_name(target.name + ".part")
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response, partial.open("wb") as file:
+            shutil.copyfileobj(response, file)
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def checksum_error(name: str, how: str, actual: str, expected: str) -> str:
+    """One line: which file, where it came from, and the two checksums."""
+    return f"{name} ({how}) failed its checksum: SHA-256 {actual} (CRLF read as LF), expected {expected}"
 
 
 def write_docbins(splits: Mapping[str, Iterable[Doc]], out_dir: Path) -> Dict[str, Path]:

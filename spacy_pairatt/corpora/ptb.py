@@ -25,7 +25,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..validation import head_array_problem
-from .files import sha256_lf, write_docbins
+from .files import DOWNLOAD_TIMEOUT, sha256_lf, write_docbins
 
 TREEBANK_DIR = "dependency_treebank"
 FILE_PATTERN = "wsj_*.dp"
@@ -69,7 +69,7 @@ def fetch_ptb(dest: Path, local_dir: Optional[Path] = None) -> None:
             (target_dir / source.name).symlink_to(source.resolve())
         how = f"linked from {local_dir / TREEBANK_DIR}"
     else:
-        with urllib.request.urlopen(PTB_ZIP_URL) as response:
+        with urllib.request.urlopen(PTB_ZIP_URL, timeout=DOWNLOAD_TIMEOUT) as response:
             archive = zipfile.ZipFile(io.BytesIO(response.read()))
         for member in archive.namelist():
             if Path(member).parent.name == TREEBANK_DIR and Path(member).match(FILE_PATTERN):
@@ -78,8 +78,11 @@ def fetch_ptb(dest: Path, local_dir: Optional[Path] = None) -> None:
     files = treebank_files(dest)
     actual = files_digest(files)
     if actual != PTB_FILES_SHA256:
+        for path in files:  # nothing unchecked stays for ptb-convert to read
+            path.unlink()
         raise ValueError(
-            f"{target_dir} ({how}): its {len(files)} files have digest {actual}, expected {PTB_FILES_SHA256}"
+            f"{target_dir} ({how}) failed its checksum: its {len(files)} files have digest {actual}, "
+            f"expected {PTB_FILES_SHA256}"
         )
     print(f"{TREEBANK_DIR}: {len(files)} files {how}, checksum ok")
 
