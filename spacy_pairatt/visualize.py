@@ -30,6 +30,7 @@ from .probing import (
 
 DPI = 100
 CURVES_SIZE = (10.0, 4.0)
+COLORBAR_LABEL = "attention weight (row word attending to column word)"
 SEGMENTERS = {"sentencizer", "senter", "parser"}
 
 
@@ -47,7 +48,18 @@ class MapSpec:
 
     @property
     def title(self) -> str:
-        return f"layer {self.layer}, head {self.head} ({self.direction}: {DIRECTIONS[self.direction]})"
+        return f"layer {self.layer}, head {self.head}: {self.direction} ({DIRECTIONS[self.direction]})"
+
+    @property
+    def arcs_title(self) -> str:
+        """Title of a map with gold arcs boxed: the head, its direction and where the boxes sit."""
+        where = "row dependent, column head" if self.direction == "a_ij" else "row head, column dependent"
+        return f"{self.title}\ngold arcs boxed at ({where})"
+
+    @property
+    def relation_title(self) -> str:
+        """Title of a map with entities boxed: the head and the direction the probe chose it for."""
+        return f"layer {self.layer}, head {self.head}: the probe's {self.direction} ({DIRECTIONS[self.direction]})"
 
 
 def parse_map_specs(text: str) -> List[MapSpec]:
@@ -124,9 +136,10 @@ def save_figure(figure, output: Path) -> Path:
 
 
 def attention_figure_size(n_words: int, n_maps: int) -> Tuple[float, float]:
-    """(width, height) in inches: about 0.28 inch per word, so every word label stays legible."""
+    """(width, height) in inches: about 0.28 inch per word, so every word label stays legible, and
+    0.8 inch a map for its labelled colorbar."""
     side = max(4.0, 0.28 * n_words + 1.5)
-    return side * n_maps, side + 0.6
+    return (side + 0.8) * n_maps, side + 0.6
 
 
 def plot_attention_maps(
@@ -139,6 +152,18 @@ def plot_attention_maps(
     caption: str = "",
 ) -> Path:
     """Heatmaps side by side, rows attending to columns, with boxes outlined and some words in red."""
+    return save_figure(attention_maps_figure(words, matrices, titles, boxes, emphasised, caption), output)
+
+
+def attention_maps_figure(
+    words: Sequence[str],
+    matrices: np.ndarray,
+    titles: Sequence[str],
+    boxes: Sequence[np.ndarray],
+    emphasised: Sequence[int],
+    caption: str = "",
+):
+    """The figure of `plot_attention_maps`, each colorbar labelled with what its colours measure."""
     from matplotlib.patches import Rectangle
 
     figure_class = require_figure()
@@ -147,7 +172,7 @@ def plot_attention_maps(
     axes = figure.subplots(1, len(matrices), squeeze=False)[0]
     for axis, matrix, title, map_boxes in zip(axes, matrices, titles, boxes):
         image = axis.imshow(matrix, cmap="Blues", vmin=0.0, interpolation="nearest")
-        figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04)
+        figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04).set_label(COLORBAR_LABEL, fontsize=9)
         for row, row_end, column, column_end in np.asarray(map_boxes).reshape(-1, 4):
             axis.add_patch(
                 Rectangle(
@@ -165,7 +190,7 @@ def plot_attention_maps(
         axis.set_title(title, fontsize=10)
     if caption:
         figure.suptitle(caption, fontsize=10)
-    return save_figure(figure, output)
+    return figure
 
 
 def attention_picture(
@@ -184,7 +209,7 @@ def attention_picture(
     return plot_attention_maps(
         [token.text for token in doc],
         word_attention_maps(features.attention, maps, layout.n_heads),
-        [spec.title for spec in maps],
+        [spec.arcs_title for spec in maps],
         [arc_boxes(heads, spec.direction) for spec in maps],
         [],
         output,
@@ -218,7 +243,7 @@ def relation_picture(tagged: str, maps: Sequence[MapSpec], output: Path, encoder
     return plot_attention_maps(
         [token.text for token in doc],
         word_attention_maps(features.attention, maps, layout.n_heads),
-        [f"layer {spec.layer}, head {spec.head}" for spec in maps],
+        [f"{spec.relation_title}\nboxed: e1 rows x e2 columns, e2 rows x e1 columns" for spec in maps],
         [entity_boxes(e1, e2)] * len(maps),
         [*range(*e1), *range(*e2)],
         output,
@@ -267,15 +292,18 @@ def parse_training_log(text: str) -> Dict[str, np.ndarray]:
     """The last results table of a `spacy train` console log, one float array per column.
 
     The table is the header line, a line of dashes marking each column, then one row of numbers
-    per evaluation; column names are read under the dashes ('LOSS TRANS...').
+    per evaluation; column names are read under the dashes. spaCy cuts long names ('LOSS TRANS...'):
+    where the log names its pipeline ("Pipeline: ['transformer', ...]") and one component fits the
+    cut name, the loss column takes the component's name ('LOSS transformer').
     """
     lines = text.splitlines()
+    pipeline = training_log_pipeline(text)
     tables = []
     for number in range(1, len(lines)):
         dashes = list(re.finditer(r"-+", lines[number]))
         if len(dashes) < 2 or lines[number].replace("-", "").strip():
             continue
-        names = [lines[number - 1][match.start() : match.end()].strip() for match in dashes]
+        names = [full_column_name(lines[number - 1][m.start() : m.end()].strip(), pipeline) for m in dashes]
         rows = []
         for line in lines[number + 1 :]:
             values = line.split()
@@ -289,8 +317,28 @@ def parse_training_log(text: str) -> Dict[str, np.ndarray]:
     return tables[-1]
 
 
+def training_log_pipeline(text: str) -> List[str]:
+    """The component names of the log's "Pipeline: [...]" line ([] when there is none)."""
+    match = re.search(r"Pipeline: \[([^\]]*)\]", text)
+    return re.findall(r"'([^']+)'", match[1]) if match else []
+
+
+def full_column_name(name: str, pipeline: Sequence[str]) -> str:
+    """'LOSS PAIRA...' -> 'LOSS pairatt_parser' when exactly one component of `pipeline` starts so."""
+    match = re.fullmatch(r"LOSS (.+)\.\.\.", name)
+    if match is None:
+        return name
+    fits = [component for component in pipeline if component.upper().startswith(match[1])]
+    return f"LOSS {fits[0]}" if len(fits) == 1 else name
+
+
 def plot_training_curves(table: Dict[str, np.ndarray], output: Path, title: str = "") -> Path:
     """Losses and dev scores (every column but E, # and SCORE) against the step column '#'."""
+    return save_figure(training_curves_figure(table, title), output)
+
+
+def training_curves_figure(table: Dict[str, np.ndarray], title: str = ""):
+    """The figure of `plot_training_curves`: one legend entry per column, named in full."""
     if "#" not in table:
         raise ValueError(f"The training table has no '#' (step) column: {sorted(table)}")
     figure_class = require_figure()
@@ -304,14 +352,24 @@ def plot_training_curves(table: Dict[str, np.ndarray], output: Path, title: str 
         (score_axis, scores, "dev score"),
     ):
         for name in names:
-            axis.plot(steps, table[name], marker="o", label=name)
+            axis.plot(steps, table[name], marker="o", label=curve_label(name))
         axis.set_xlabel("step")
         axis.set_ylabel(label)
         axis.grid(alpha=0.3)
         axis.legend(fontsize=8)
     if title:
         figure.suptitle(title, fontsize=10)
-    return save_figure(figure, output)
+    return figure
+
+
+SCORE_LABELS = {"DEP_UAS": "UAS", "DEP_LAS": "LAS", "SENTS_F": "sentence F", "TAG_ACC": "tag accuracy"}
+
+
+def curve_label(name: str) -> str:
+    """'LOSS pairatt_parser' -> 'pairatt_parser loss', 'DEP_UAS' -> 'UAS', others in spaCy's lower case."""
+    if name.startswith("LOSS "):
+        return f"{name[5:]} loss"
+    return SCORE_LABELS.get(name, name.lower())
 
 
 def picture_caption(mode: str, maps: Sequence[MapSpec], source: str) -> str:

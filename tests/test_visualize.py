@@ -18,8 +18,11 @@ from spacy_pairatt.visualize import (
     entity_boxes,
     maps_from_probe,
     parse_map_specs,
+    attention_maps_figure,
+    full_column_name,
     parse_training_log,
     plot_training_curves,
+    training_curves_figure,
     relation_picture,
     render_parse,
     report_picture,
@@ -61,6 +64,20 @@ def test_maps_from_probe_take_distinct_heads_in_importance_order(tmp_path):
         maps_from_probe(path, 5)
 
 
+def test_map_titles_say_the_direction_and_colorbars_what_they_measure():
+    arcs_ij, arcs_ji = MapSpec(3, 2).arcs_title, MapSpec(4, 9, "a_ji").arcs_title
+    assert arcs_ij == "layer 3, head 2: a_ij (dependent->head)\ngold arcs boxed at (row dependent, column head)"
+    assert arcs_ji == "layer 4, head 9: a_ji (head->dependent)\ngold arcs boxed at (row head, column dependent)"
+    assert MapSpec(4, 9, "a_ji").relation_title == "layer 4, head 9: the probe's a_ji (head->dependent)"
+    words = ["Dogs", "bark", "."]
+    matrices = np.full((2, 3, 3), 1 / 3)
+    figure = attention_maps_figure(words, matrices, ["first", "second"], [np.zeros((0, 4))] * 2, [0], "caption")
+    maps = [axis for axis in figure.axes if axis.get_title()]
+    assert [axis.get_title() for axis in maps] == ["first", "second"]
+    colorbars = [axis for axis in figure.axes if not axis.get_title()]
+    assert [axis.get_ylabel() for axis in colorbars] == ["attention weight (row word attending to column word)"] * 2
+
+
 def test_arc_boxes_follow_the_direction():
     heads = np.array([2, 0, 2])  # word 1 -> word 2, word 2 -> root, word 3 -> word 2
     assert arc_boxes(heads, "a_ij").tolist() == [[0, 1, 1, 2], [2, 3, 1, 2]]
@@ -94,10 +111,32 @@ def test_relation_picture_marks_entities(tiny_bert_dir, tmp_path):
 
 def test_training_log_table_is_parsed():
     table = parse_training_log(TRAIN_LOG.read_text(encoding="utf8"))
-    assert list(table) == ["E", "#", "LOSS TRANS...", "LOSS PAIRA...", "DEP_UAS", "DEP_LAS", "SENTS_F", "SCORE"]
+    # spaCy cuts the loss columns to 'LOSS TRANS...' and 'LOSS PAIRA...'; the log's pipeline line names them
+    names = ["E", "#", "LOSS transformer", "LOSS pairatt_parser", "DEP_UAS", "DEP_LAS", "SENTS_F", "SCORE"]
+    assert list(table) == names
     assert table["#"].tolist() == [0, 200, 400, 600, 800]
     assert table["DEP_UAS"][-1] == pytest.approx(88.30)
-    assert table["LOSS PAIRA..."][1] == pytest.approx(702.34)
+    assert table["LOSS pairatt_parser"][1] == pytest.approx(702.34)
+
+
+def test_cut_loss_names_are_completed_only_when_one_component_fits():
+    pipeline = ["transformer", "tagger", "tok2vec", "trainable_lemmatizer"]
+    assert full_column_name("LOSS TAGGER", pipeline) == "LOSS TAGGER"
+    assert full_column_name("LOSS TRANS...", pipeline) == "LOSS transformer"
+    assert full_column_name("LOSS T...", pipeline) == "LOSS T..."  # four fit: left as the log has it
+    assert full_column_name("LOSS TRANS...", []) == "LOSS TRANS..."
+    assert full_column_name("DEP_UAS", pipeline) == "DEP_UAS"
+
+
+def test_curve_legends_are_whole_names_inside_the_figure():
+    figure = training_curves_figure(parse_training_log(TRAIN_LOG.read_text(encoding="utf8")), "train_pairatt.log")
+    legends = [[text.get_text() for text in axis.get_legend().get_texts()] for axis in figure.axes]
+    assert legends == [["transformer loss", "pairatt_parser loss"], ["UAS", "LAS", "sentence F"]]
+    figure.canvas.draw()
+    whole = figure.bbox
+    for axis in figure.axes:
+        box = axis.get_legend().get_window_extent()
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1
 
 
 def test_training_log_without_a_table_is_refused():
