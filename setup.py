@@ -31,6 +31,8 @@ setup(
         "transformers<4.53.3",
         "numpy>=1.23",
         "scipy>=1.9",
+        # parse reads and writes CoNLL-U fields with it.
+        "conllu>=4.5",
         # The MST decoder is compiled with numba.
         "numba>=0.59",
     ],

@@ -2,22 +2,78 @@
 
 import argparse
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 
 def fetch_ud(args) -> None:
     from .corpora.ud import fetch_ud_ewt
 
-    fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
+    with fetch_errors(args):
+        fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
+
+
+@contextmanager
+def fetch_errors(args) -> Iterator[None]:
+    """fetch-*: a failed download (no network) or a bad checksum in one line, naming the --local folder."""
+    try:
+        yield
+    except ValueError as error:  # a checksum that does not match
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {one_line(error)}") from error
+    except OSError as error:  # no network, or a file that cannot be written
+        reason = getattr(error, "reason", None) or one_line(error)
+        if not args.local:
+            where = "no --local folder was given"
+        elif not Path(args.local).is_dir():
+            where = f"the --local folder {args.local} does not exist"
+        else:
+            where = f"the --local folder {args.local} lacks some of the files"
+        message = f"{where}, and the download failed: {reason}"
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {message}") from error
+
+
+def one_line(error: BaseException) -> str:
+    """An error's message on one line; for a file error, the file and what went wrong."""
+    if isinstance(error, OSError) and error.filename and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def at_least_one(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    value = whole_number(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def process_count(text: str) -> int:
+    """argparse type: a number of processes, >= 1 or -1 (one per CPU)."""
+    value = whole_number(text)
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, or -1 for one per CPU, got {value}")
+    return value
+
+
+def whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
 
 
 def ptb(args) -> None:
     from .corpora.ptb import convert_ptb, fetch_ptb
 
     if args.command == "fetch-ptb":
-        fetch_ptb(Path(args.dest), Path(args.local) if args.local else None)
-    else:
+        with fetch_errors(args):
+            fetch_ptb(Path(args.dest), Path(args.local) if args.local else None)
+        return
+    try:
         convert_ptb(Path(args.src_dir), Path(args.out_dir))
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt ptb-convert: error: {one_line(error)}") from error
 
 
 def mlm_adapt(args) -> None:
@@ -47,7 +103,8 @@ def fetch_relation_data(args) -> None:
     from .corpora import docred, semeval
 
     fetch = {"fetch-semeval": semeval.fetch_semeval, "fetch-docred": docred.fetch_docred}[args.command]
-    fetch(Path(args.dest), Path(args.local) if args.local else None)
+    with fetch_errors(args):
+        fetch(Path(args.dest), Path(args.local) if args.local else None)
 
 
 def convert_relation_data(args) -> None:
@@ -89,6 +146,8 @@ def relations_table(args) -> None:
 
     rows = []
     for spec in args.results:
+        if ":" not in spec:
+            raise SystemExit(f"python -m spacy_pairatt relations-table: error: {spec!r} is not NAME:PATH")
         name, path = spec.split(":", 1)
         rows.append((name, json.loads(Path(path).read_text(encoding="utf8"))))
     text = tabulate(rows)
@@ -113,6 +172,8 @@ def table(args) -> None:
 
     rows = []
     for spec in args.results:
+        if spec.count(":") < 2:
+            raise SystemExit(f"python -m spacy_pairatt table: error: {spec!r} is not NAME:SPLIT:PATH")
         name, split, path = spec.split(":", 2)
         rows.append({"name": name, "split": split, "result": json.loads(Path(path).read_text(encoding="utf8"))})
     text = results_table(rows)
@@ -377,16 +438,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("conllu", "json", "docbin"),
         help="conllu (default), json (one object per line per document), docbin (with Dask only)",
     )
-    parsing.add_argument("--batch-size", type=int, default=64, help="documents per nlp.pipe batch (default: 64)")
-    parsing.add_argument("--n-process", type=int, default=1, help="nlp.pipe worker processes (default: 1)")
+    parsing.add_argument("--batch-size", type=at_least_one, default=64, help="documents per batch (default: 64)")
+    parsing.add_argument(
+        "--n-process", type=process_count, default=1, help="worker processes, -1: one per CPU (default: 1)"
+    )
     parsing.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     dask = parsing.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDRESS", help="parse shards on the Dask cluster at this address")
     dask.add_argument(
-        "--dask-workers", type=int, metavar="N", help="parse shards on a local Dask cluster of N processes"
+        "--dask-workers", type=at_least_one, metavar="N", help="parse shards on a local Dask cluster of N processes"
     )
     parsing.add_argument(
-        "--shard-size", type=int, default=1000, help="documents per Dask task and output file (default: 1000)"
+        "--shard-size", type=at_least_one, default=1000, help="documents per Dask task and output file (default: 1000)"
     )
     parsing.set_defaults(func=parse)
     probing = commands.add_parser("probe", help="how well a frozen encoder's pair features find dependency arcs")
@@ -465,5 +528,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
+    """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1."""
     args = build_parser().parse_args(argv)
-    args.func(args)
+    command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
+    try:
+        args.func(args)
+    except OSError as error:
+        raise SystemExit(f"python -m spacy_pairatt {command}: error: {one_line(error)}") from error
+    except KeyboardInterrupt:
+        raise SystemExit(f"python -m spacy_pairatt {command}: interrupted") from None

@@ -18,8 +18,10 @@ from spacy.tokens import DocBin
 
 from .parsing import (
     INPUT_FORMATS,
+    OutputTarget,
     ParseCommandError,
     check_choice,
+    check_counts,
     load_pipeline,
     open_input,
     parse_docs,
@@ -55,7 +57,10 @@ def plan_shards(input_path: str, input_format: str, shard_size: int) -> Iterator
 def parse_shard(
     model: str, input_path: str, output_dir: str, shard: Shard, input_format: str, output_format: str, batch_size: int
 ) -> str:
-    """Run on a worker: parse one shard with the worker's cached pipeline and write its file."""
+    """Run on a worker: parse one shard with the worker's cached pipeline and write its file.
+
+    The file is written under a temporary name and renamed when complete: a failed task leaves none.
+    """
     if model not in PIPELINES:
         PIPELINES[model] = load_pipeline(model)
     nlp = PIPELINES[model]
@@ -65,9 +70,14 @@ def parse_shard(
         sources = islice(read_documents(stream, input_format, shard.first_line, shard.offset), shard.n_docs)
         docs = parse_docs(nlp, sources, batch_size)
         if output_format == "docbin":
-            DocBin(docs=docs, store_user_data=True).to_disk(path)
+            partial = path.with_name(f".{path.name}.partial")
+            try:
+                DocBin(docs=docs, store_user_data=True).to_disk(partial)
+                partial.replace(path)
+            finally:
+                partial.unlink(missing_ok=True)
         else:
-            with path.open("w", encoding="utf8", newline="\n") as output:
+            with OutputTarget(str(path)).open() as output:
                 write_docs(docs, output, output_format)
     return str(path)
 
@@ -127,6 +137,7 @@ def parse_shards(
         raise ParseCommandError(f"a local Dask cluster needs at least 1 worker, got {n_workers}")
     if shard_size < 1:
         raise ParseCommandError(f"the shard size must be at least 1, got {shard_size}")
+    check_counts(batch_size)
     if not output_dir:
         raise ParseCommandError("parsing with Dask writes one file per shard: give an output directory")
     output = Path(output_dir).resolve()
@@ -140,12 +151,18 @@ def parse_shards(
     model = str(Path(model).resolve()) if Path(model).exists() else model
     input_path = str(Path(input_path).resolve())
     with dask_client(scheduler_address, n_workers) as client:
-        futures = [
-            client.submit(
-                parse_shard, model, input_path, str(output), shard, input_format, output_format, batch_size, pure=False
-            )
-            for shard in plan_shards(input_path, input_format, shard_size)
-        ]
-        for future in progress_bar(as_completed(futures), progress, total=len(futures), unit="shard"):
-            future.result()  # a worker's error stops the run as soon as it arrives
+        futures = []
+        try:
+            arguments = (model, input_path, str(output))
+            for shard in plan_shards(input_path, input_format, shard_size):
+                task = (*arguments, shard, input_format, output_format, batch_size)
+                futures.append(client.submit(parse_shard, *task, pure=False))
+            for future in progress_bar(as_completed(futures), progress, total=len(futures), unit="shard"):
+                future.result()  # a worker's error stops the run as soon as it arrives
+        except BaseException:
+            # a failed run leaves no shards: a shorter rerun must not be concatenated with them
+            client.cancel(futures)
+            for path in output.glob("shard-*"):
+                path.unlink(missing_ok=True)
+            raise
         return [Path(future.result()) for future in futures]

@@ -32,6 +32,8 @@ def evaluate_pipeline(
     document's arc counts (`arc_counts`), which paired bootstrap tests between two models need.
     """
     started = time.time()
+    if not Path(data).exists():
+        raise ValueError(f"there is no corpus at {data}")
     nlp = spacy.load(model)
     if decoder is not None:
         set_decoder(nlp, decoder)

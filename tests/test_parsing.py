@@ -5,6 +5,9 @@ The parses only need to be deterministic, not good: two epochs on 50 UD sentence
 
 import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import spacy
@@ -13,7 +16,7 @@ from spacy.tokens import DocBin
 from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.parsing import conllu_blocks
+from spacy_pairatt.parsing import conllu_blocks, unescape_misc
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It didn't even look back!",
@@ -23,6 +26,7 @@ TEXTS = [
     "Ελληνικά and 中文 in one line.",
 ]
 N_DEV_SENTENCES = 30
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +93,12 @@ def conllu_sentences(text):
     return sentences
 
 
+def token_text(row):
+    """A CoNLL-U row's token text: FORM, or SpacesInToken where the FORM is a placeholder (whitespace tokens)."""
+    misc = dict(part.split("=", 1) for part in row[9].split("|") if "=" in part)
+    return unescape_misc(misc["SpacesInToken"]) if "SpacesInToken" in misc else row[1]
+
+
 def input_sentences(path):
     """[(comments, [(FORM, SpaceAfter=No)] of the words)] of a CoNLL-U file, read without spaCy."""
     sentences = []
@@ -115,12 +125,16 @@ def test_text_to_conllu_matches_nlp_pipe(model_dir, text_file, tmp_path):
         (
             comments["sent_id"],
             comments["text"],
-            [row[1] for row in rows],
+            [token_text(row) for row in rows],
             [int(row[6]) for row in rows],
             ["ROOT" if row[6] == "0" else row[7] for row in rows],
         )
         for comments, rows in sentences
     ] == expected
+    # whitespace tokens: a visible FORM, the text in MISC (both readers of tests/test_parse_faults.py read it back)
+    rows = next(rows for comments, rows in sentences if comments["sent_id"] == "3")
+    assert [row[1] for row in rows[:3]] == ["I", "\u2423\u2423", "saw"]
+    assert rows[1][9] == "SpaceAfter=No|SpacesInToken=\\s\\s"
 
 
 def test_conllu_input_keeps_tokenisation_comments_and_sentences(model_dir, dev_file, tmp_path):
@@ -155,6 +169,18 @@ def test_two_processes_give_the_same_output(model_dir, dev_file, tmp_path):
     one = parse(model_dir, dev_file, tmp_path / "one.conllu", *options)
     two = parse(model_dir, dev_file, tmp_path / "two.conllu", *options, "--n-process", "2")
     assert two == one
+
+
+def test_two_processes_exit_after_an_input_error(model_dir, tmp_path):
+    """Issue 21: 200 good lines, then one that is not UTF-8; with 2 processes the command hung at exit."""
+    source = tmp_path / "input.txt"
+    source.write_bytes(("\n".join([TEXTS[3]] * 200) + "\n").encode() + b"Caf\xe9 here.\n")
+    output = tmp_path / "out.conllu"
+    command = [sys.executable, "-m", "spacy_pairatt", "parse", model_dir, str(source), "--output", str(output)]
+    result = subprocess.run(command + ["--n-process", "2"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "line 201 is not UTF-8 text" in result.stderr and "200 documents parsed before the error" in result.stderr
+    assert not output.exists() and [path.name for path in tmp_path.iterdir()] == ["input.txt"]
 
 
 def test_clear_errors(model_dir, dev_file, tmp_path):

