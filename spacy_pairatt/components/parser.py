@@ -18,7 +18,7 @@ from thinc.api import Config, Model
 from ..decoding import DECODERS, decode_batch
 from ..layers.parser_model import ParseScores
 from ..objectives import arc_log_scores, best_labels, parser_loss
-from ..validation import validate_gold_parse, validate_parser_dev_corpus
+from ..validation import validate_gold_parse
 from .base import PairScoringPipe, prepare_process
 
 DEFAULT_MODEL_CONFIG = """
@@ -222,6 +222,4 @@ class PairAttParser(PairScoringPipe):
             )
         for index, example in enumerate(get_examples()):
             validate_gold_parse(example, index, self.labels)
-        if nlp is not None:
-            validate_parser_dev_corpus(nlp)
         self._set_dims(nlp, 1 + len(self.cfg["labels"]))
