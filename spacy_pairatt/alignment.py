@@ -200,9 +200,9 @@ def align_blocks(alignments: DocAlignments, groups: Groups) -> BlockAlignment:
     unit = np.repeat(groups.token_unit, counts)
     window, position = flat // n_positions, flat % n_positions
     # Blocks: the distinct (group, window) pairs, sorted by group then window.
-    n_windows = int(window.max(initial=-1)) + 1
-    block_keys, block_of = np.unique(group * max(n_windows, 1) + window, return_inverse=True)
-    block_group, block_window = block_keys // max(n_windows, 1), block_keys % max(n_windows, 1)
+    n_windows = max(int(window.max(initial=-1)) + 1, 1)
+    block_keys, block_of = np.unique(group * n_windows + window, return_inverse=True)
+    block_group, block_window = block_keys // n_windows, block_keys % n_windows
     n_blocks = len(block_keys)
     # Every block holds the root, at its window's first position.
     block_of = np.concatenate([np.arange(n_blocks), block_of.ravel()])

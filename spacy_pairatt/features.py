@@ -18,6 +18,7 @@ from spacy.tokens import Doc
 from thinc.api import torch2xp, xp2torch
 
 from .alignment import (
+    BlockAlignment,
     DocAlignments,
     Groups,
     align_blocks,
@@ -162,7 +163,7 @@ class PairBatch:
     """
 
     windows: WindowBatch
-    alignment: "BlockAlignment"  # noqa: F821 (numpy, from alignment.align_blocks)
+    alignment: BlockAlignment  # numpy, from alignment.align_blocks
     attention_requires_grad: bool = False
 
     @property
