@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from spacy_pairatt.bootstrap import f_score, paired_bootstrap
+from spacy_pairatt.bootstrap import f_score, paired_bootstrap, paired_bootstrap_seeds, resampled_scores
 
 
 def counts(correct, predicted, gold):
@@ -52,3 +52,62 @@ def test_different_documents_and_unknown_metrics_are_refused():
         paired_bootstrap(counts([], [], []), counts([], [], []))
     with pytest.raises(ValueError, match="metric must be 'uas' or 'las'"):
         paired_bootstrap(counts([1], [1], [2]), counts([1], [1], [2]), metric="f1")
+
+
+def test_resampled_scores_sum_each_seeds_counts_over_the_drawn_documents():
+    # 2 seeds, 3 documents of 4 gold arcs; every arc predicted, so F = correct / gold
+    counts = np.array([[[4, 2, 0], [1, 1, 1]], [[4, 4, 4], [4, 4, 4]]])
+    gold = np.array([4, 4, 4])
+    assert resampled_scores(counts, gold, np.arange(3)).tolist() == pytest.approx([50.0, 25.0])
+    drawn = np.array([[0, 0, 0], [2, 2, 1]])
+    np.testing.assert_allclose(resampled_scores(counts, gold, drawn), [[100.0, 100 * 2 / 12], [25.0, 25.0]])
+
+
+def test_one_seed_pooled_is_the_plain_paired_bootstrap():
+    rng = np.random.default_rng(3)
+    gold = rng.integers(5, 30, size=80)
+    systems = [counts(rng.binomial(gold, p), gold, gold) for p in (0.8, 0.78)]
+    pooled = paired_bootstrap_seeds([systems[0]], [systems[1]], n_resamples=500, seed=4)
+    plain = paired_bootstrap(*systems, n_resamples=500, seed=4)
+    assert pooled["by_seed"] == [plain["difference"]] and pooled["n_seeds"] == 1
+    assert {key: pooled[key] for key in plain} == plain
+
+
+def test_a_known_difference_is_recovered_pooled_over_seeds():
+    """Three seeds whose differences are exactly +4, +2 and +3 points (every arc predicted, gold 10
+    a document): the pooled difference is their mean, +3, and the interval lies above 0 around it."""
+    gold = [10] * 200
+    rng = np.random.default_rng(0)
+    worse, better = [], []
+    for gain in (4, 2, 3):
+        base = rng.integers(5, 8, size=200)  # 5 to 7 of 10 right
+        improved = base.copy()
+        improved[rng.choice(200, size=20 * gain, replace=False)] += 1  # 20 * gain more of 2,000 arcs
+        worse.append(counts(base.tolist(), gold, gold))
+        better.append(counts(improved.tolist(), gold, gold))
+    result = paired_bootstrap_seeds(better, worse, n_resamples=2000, seed=1)
+    assert result["by_seed"] == pytest.approx([4.0, 2.0, 3.0])
+    assert result["difference"] == pytest.approx(3.0)
+    assert 0 < result["low"] < 3.0 < result["high"] < 6.0 and result["p_not_better"] == 0.0
+
+
+def test_identical_systems_pooled_over_seeds_have_an_interval_covering_zero():
+    rng = np.random.default_rng(5)
+    gold = rng.integers(5, 30, size=60)
+    seeds = [counts(rng.binomial(gold, 0.8), gold, gold) for _ in range(3)]
+    result = paired_bootstrap_seeds(seeds, seeds, n_resamples=500)
+    assert result["by_seed"] == [0.0, 0.0, 0.0] and result["low"] <= 0 <= result["high"]
+    # two noisy systems of the same quality: an interval that spans 0, not one above it
+    other = [counts(rng.binomial(gold, 0.8), gold, gold) for _ in range(3)]
+    noisy = paired_bootstrap_seeds(other, seeds, n_resamples=2000, seed=2)
+    assert noisy["low"] < 0 < noisy["high"]
+
+
+def test_pooled_seeds_must_pair_up_on_the_same_documents():
+    one = counts([1, 2], [2, 2], [2, 2])
+    with pytest.raises(ValueError, match="one pair of systems per seed"):
+        paired_bootstrap_seeds([one, one], [one])
+    with pytest.raises(ValueError, match="one pair of systems per seed"):
+        paired_bootstrap_seeds([], [])
+    with pytest.raises(ValueError, match="same, non-empty documents"):
+        paired_bootstrap_seeds([one, one], [one, counts([1], [2], [2])])
