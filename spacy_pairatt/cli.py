@@ -229,6 +229,36 @@ def parse(args) -> None:
         raise SystemExit(f"python -m spacy_pairatt parse: error: {error}") from error
 
 
+def ud_eval(args) -> None:
+    """CoNLL 2018 shared task scores of a system CoNLL-U file against a gold one (see docs/ud_pipeline.md)."""
+    from .ud_eval import UDEvalError, evaluate_files, scores_table, write_results
+
+    try:
+        scores = evaluate_files(args.gold, args.system)
+    except UDEvalError as error:
+        raise SystemExit(f"python -m spacy_pairatt ud-eval: error: {error}") from error
+    print(scores_table(scores))
+    if args.output:
+        write_results(scores, args.gold, args.system, args.output)
+
+
+def ud_text(args) -> None:
+    """The raw text of a CoNLL-U file's documents, one a line, for `parse` from raw text."""
+    from .ud_eval import document_texts
+
+    with open(args.conllu, encoding="utf8") as file:
+        try:
+            texts = document_texts(file)
+        except (ValueError, IndexError) as error:
+            raise SystemExit(f"python -m spacy_pairatt ud-text: error: {args.conllu} is not CoNLL-U ({error})") from None
+    text = "".join(line + "\n" for line in texts)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf8")
+    else:
+        sys.stdout.write(text)
+
+
 def command_line() -> str:
     """This run's command, for the reports that say how they were made."""
     import shlex
@@ -452,6 +482,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--shard-size", type=at_least_one, default=1000, help="documents per Dask task and output file (default: 1000)"
     )
     parsing.set_defaults(func=parse)
+    scoring = commands.add_parser("ud-eval", help="CoNLL 2018 shared task metrics of a system CoNLL-U file")
+    scoring.add_argument("gold", help="gold .conllu file")
+    scoring.add_argument("system", help="system .conllu file (the same text, spaces aside)")
+    scoring.add_argument("--output", help="JSON file for the scores")
+    scoring.set_defaults(func=ud_eval)
+    raw_text = commands.add_parser("ud-text", help="raw text of a CoNLL-U file's documents, one a line")
+    raw_text.add_argument("conllu", help=".conllu file with # text (and # newdoc) comments")
+    raw_text.add_argument("--output", help="text file to write (default: stdout)")
+    raw_text.set_defaults(func=ud_text)
     probing = commands.add_parser("probe", help="how well a frozen encoder's pair features find dependency arcs")
     probing.add_argument("train", help=".conllu the probes are fitted on")
     probing.add_argument("eval", help=".conllu the probes are scored on")
