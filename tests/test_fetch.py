@@ -195,3 +195,26 @@ def test_every_workflow_runs_from_its_own_commands_without_the_shared_data():
             for i, word in enumerate(words):
                 if local_data in word:
                     assert line.startswith("python -m spacy_pairatt fetch-") and words[i - 1] == "--local", line
+
+
+@pytest.mark.parametrize(
+    "command, first",
+    [
+        ("fetch-ud", "en_ewt-ud-train.conllu"),
+        ("fetch-semeval", next(iter(SEMEVAL_FILES))),
+        ("fetch-docred", "dev_revised.json"),
+    ],
+)
+def test_the_command_reports_a_checksum_mismatch_in_one_line(command, first, tmp_path, monkeypatch):
+    """`python -m spacy_pairatt fetch-*` without --local: content that is not the release ends the command with
+    one line naming the file and where it came from (exit 1, no traceback), and leaves nothing behind."""
+    from spacy_pairatt.cli import main
+
+    patched_opener(monkeypatch, lambda url: b"not the release\n")
+    with pytest.raises(SystemExit) as error:
+        main([command, str(tmp_path / "out")])
+    message = error.value.code
+    assert isinstance(message, str) and "\n" not in message
+    assert message.startswith(f"python -m spacy_pairatt {command}: error: {first} (downloaded from https://")
+    assert "failed its checksum" in message
+    assert not (tmp_path / "out").exists() or no_leftovers(tmp_path / "out") == []
