@@ -1,0 +1,146 @@
+"""configs/pipeline_minilm.cfg (issue 18) trained for 2 steps on a tiny random BERT, and `parse`
+writing every CoNLL-U column that pipeline sets, scored with ud-eval from raw text and gold tokens.
+
+The tiny encoder and two steps only show that the config builds, trains and annotates: the scores
+here say nothing about accuracy.
+"""
+
+from pathlib import Path
+
+import conllu
+import pytest
+import spacy
+from conftest import REPO, UD_DIR
+from spacy.tokens import DocBin
+from spacy.training.converters import conllu_to_docs
+
+from spacy_pairatt.parsing import parse_file
+from spacy_pairatt.ud_eval import document_texts, evaluate_files
+
+N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests
+
+
+@pytest.fixture(scope="module")
+def ewt_block(tmp_path_factory):
+    """The first N_SENTENCES sentences of EWT train as a CoNLL-U file."""
+    source = UD_DIR / "en_ewt-ud-train.conllu"
+    if not source.exists():
+        pytest.skip(f"UD English-EWT not found at {source}")
+    lines, n = [], 0
+    with source.open(encoding="utf8") as file:
+        for line in file:
+            lines.append(line)
+            n += not line.strip()
+            if n == N_SENTENCES:
+                break
+    path = tmp_path_factory.mktemp("ud_pipeline") / "ewt.conllu"
+    path.write_text("".join(lines), encoding="utf8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
+    from spacy.cli.train import train
+
+    folder = tmp_path_factory.mktemp("ud_pipeline_train")
+    docs = list(conllu_to_docs(ewt_block.read_text(encoding="utf8"), n_sents=10, no_print=True))
+    assert len(docs) == 4 and all(doc.has_annotation(attr) for doc in docs for attr in ("TAG", "POS", "MORPH", "LEMMA"))
+    DocBin(docs=docs[:3]).to_disk(folder / "train.spacy")
+    DocBin(docs=docs[3:]).to_disk(folder / "dev.spacy")
+    overrides = {
+        "paths.train": str(folder / "train.spacy"),
+        "paths.dev": str(folder / "dev.spacy"),
+        "components.transformer.model.name": tiny_bert_dir,
+        "components.trainable_lemmatizer.min_tree_freq": 1,
+        "training.max_steps": 2,
+        "training.eval_frequency": 1000,  # no evaluation: model-last only, a few seconds less
+    }
+    train(REPO / "configs" / "pipeline_minilm.cfg", folder / "output", overrides=overrides)
+    return folder / "output" / "model-last"
+
+
+TEXT = "The dog barked at me. I didn't know why, so I left."
+
+
+def test_pipeline_config_trains_and_annotates_everything(trained_model):
+    nlp = spacy.load(trained_model)
+    assert nlp.pipe_names == [
+        "transformer",
+        "senter",
+        "tagger",
+        "morphologizer",
+        "trainable_lemmatizer",
+        "pairatt_parser",
+    ]
+    doc = nlp(TEXT)
+    for attr in ("TAG", "POS", "LEMMA", "DEP", "SENT_START"):
+        assert doc.has_annotation(attr), attr
+    assert all(token.pos_ for token in doc) and all(token.lemma_ for token in doc)
+
+
+def test_every_component_listens_to_the_one_transformer_and_sends_it_gradients(trained_model, ewt_block):
+    from spacy.training import Example
+
+    nlp = spacy.load(trained_model)
+    listeners = nlp.get_pipe("transformer").listeners
+    assert len(listeners) == 5
+    docs = list(conllu_to_docs(ewt_block.read_text(encoding="utf8"), n_sents=10, no_print=True))[:1]
+    examples = [Example(nlp.make_doc(doc.text), doc) for doc in docs]
+    losses = nlp.update(examples, sgd=False, annotates=["senter"])
+    assert set(losses) == set(nlp.pipe_names) and all(loss > 0 for loss in losses.values()), losses
+
+
+def test_parse_writes_upos_xpos_feats_lemma_and_space_after(trained_model, tmp_path):
+    source = tmp_path / "input.txt"
+    source.write_text(TEXT + "\n", encoding="utf8")
+    output = tmp_path / "output.conllu"
+    parse_file(str(trained_model), str(source), str(output), progress=False)
+    doc = spacy.load(trained_model)(TEXT)
+    rows = [token for sentence in conllu.parse(output.read_text(encoding="utf8")) for token in sentence]
+    assert [row["form"] for row in rows] == [token.text for token in doc]
+    for row, token in zip(rows, doc):
+        assert row["upos"] == (token.pos_ or "_")
+        assert row["xpos"] == (token.tag_ or "_")
+        assert row["lemma"] == (token.lemma_ or "_")
+        assert (row["feats"] or {}) == dict(feat.split("=", 1) for feat in str(token.morph).split("|") if feat)
+        assert (row["misc"] or {}).get("SpaceAfter") == (None if token.whitespace_ else "No")
+    assert any(row["upos"] != "_" for row in rows) and any(row["xpos"] != "_" for row in rows)
+
+
+def test_raw_text_and_gold_tokens_through_parse_and_ud_eval(trained_model, ewt_block, tmp_path):
+    # the dev Doc: sentences 31-40 of the block, as raw text (one line) and as gold CoNLL-U
+    blocks = ewt_block.read_text(encoding="utf8").split("\n\n")
+    gold = tmp_path / "gold.conllu"
+    gold.write_text("\n\n".join(block for block in blocks[30:40]).strip("\n") + "\n\n", encoding="utf8")
+    raw = tmp_path / "raw.txt"
+    raw.write_text(" ".join(document_texts(gold.read_text(encoding="utf8").splitlines(True))) + "\n", encoding="utf8")
+    from_text, from_tokens = tmp_path / "from_text.conllu", tmp_path / "from_tokens.conllu"
+    parse_file(str(trained_model), str(raw), str(from_text), progress=False)
+    parse_file(str(trained_model), str(gold), str(from_tokens), input_format="conllu", progress=False)
+    text_scores = evaluate_files(gold, from_text)
+    token_scores = evaluate_files(gold, from_tokens)
+    # spaCy's tokenizer on raw EWT text finds most tokens; gold tokens give every word and sentence
+    assert text_scores["Tokens"].f1 > 0.8 and text_scores["Words"].f1 > 0.8
+    assert token_scores["Words"].f1 == token_scores["Sentences"].f1 == 1.0
+    assert all(0.0 <= score.f1 <= 1.0 for score in text_scores.values())
+
+
+def test_the_converted_ewt_corpus_keeps_tags_morphology_and_lemmas():
+    path = REPO / "corpus" / "ud_ewt_docs" / "en_ewt-ud-dev.spacy"
+    if not path.exists():
+        pytest.skip(f"{path} not converted (spacy project run convert)")
+    docs = list(DocBin().from_disk(path).get_docs(spacy.blank("en").vocab))
+    for attr in ("TAG", "POS", "MORPH", "LEMMA", "DEP", "SENT_START"):
+        assert all(doc.has_annotation(attr) for doc in docs), attr
+    assert sum(len(list(doc.sents)) for doc in docs) == 2001 and len(docs) == 201
+
+
+def test_pipeline_config_budget_matches_the_parser_alone():
+    parser, pipeline = (
+        spacy.util.load_config(REPO / "configs" / f"{name}.cfg") for name in ("parser_minilm", "pipeline_minilm")
+    )
+    for key in ("max_steps", "batcher", "optimizer", "dropout"):
+        assert pipeline["training"][key] == parser["training"][key], key
+    assert pipeline["components"]["transformer"] == parser["components"]["transformer"]
+    assert pipeline["training"]["annotating_components"] == ["senter"]
+    assert Path(pipeline["paths"]["train"]).parent.name == "ud_ewt_docs"
