@@ -185,6 +185,24 @@ def table(args) -> None:
     print(text)
 
 
+def docs_tables(args) -> None:
+    """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
+    from .docs_tables import measure_footprint, regenerate
+    from .evaluation import write_json
+
+    root = Path(args.root)
+    if args.measure_footprint:
+        write_json(measure_footprint(root), str(root / "results" / "footprint.json"))
+    try:
+        changed = regenerate(root, check=args.check)
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt docs-tables: error: {error}") from error
+    for entry in changed:
+        print(("differs from results/: " if args.check else "rewritten: ") + entry)
+    if args.check and changed:
+        raise SystemExit("python -m spacy_pairatt docs-tables: error: run it without --check to regenerate")
+
+
 def assemble(args) -> None:
     from .packaging import assemble_pipeline
 
@@ -436,6 +454,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--readme-marker", default="results", help="NAME in <!-- NAME:start --> ... <!-- NAME:end -->"
     )
     tabulate.set_defaults(func=table)
+    documents = commands.add_parser(
+        "docs-tables", help="every generated block of README.md and docs/*.md from results/"
+    )
+    documents.add_argument("--root", default=".", help="the checkout (README.md, docs/, results/)")
+    documents.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
+    documents.add_argument(
+        "--measure-footprint", action="store_true", help="first write results/footprint.json (disk of stack and data)"
+    )
+    documents.set_defaults(func=docs_tables)
     assembly = commands.add_parser(
         "assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package"
     )

