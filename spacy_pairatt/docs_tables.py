@@ -272,13 +272,18 @@ def bench_block(results: Results) -> str:
     return text + source_note(results, BENCH_FILES, "python -m spacy project run bench")
 
 
-def ablation_sources(results: Results) -> List[Tuple[str, str]]:
-    """Each ablation row's test scores (the files the table is made of), in every results folder."""
+def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List[Tuple[str, str]]:
+    """(path, result kind) of the files matching `pattern` in results/`folder` for each folder."""
     return [
         (str(path.relative_to(results.root)), "transition" if path.name.startswith("transition") else "parser")
-        for folder in ("ablation", "ablation_seed1", "ablation_seed2")
-        for path in sorted((results.root / "results" / folder).glob("*/*_test.json"))
+        for folder in folders
+        for path in sorted((results.root / "results" / folder).glob(pattern))
     ]
+
+
+def ablation_sources(results: Results) -> List[Tuple[str, str]]:
+    """Each ablation row's test scores (the files the table is made of), in every results folder."""
+    return ablation_files(results, ("ablation", "ablation_seed1", "ablation_seed2"), "*/*_test.json")
 
 
 @block("ablation")
@@ -308,6 +313,52 @@ def ablation_block(results: Results) -> str:
     if table.get("seed_spread"):
         parts.append(seed_spread_markdown(table["seed_spread"]).replace("## ", "### ", 1))
     return "\n".join(parts) + "\n" + note
+
+
+def train_seconds(results: Results, folder: str) -> Dict[str, float]:
+    """Wall seconds of each `spacy train` process of an ablation results folder, by training name."""
+    files = ablation_files(results, [folder], "*_train.json")
+    return {Path(path).name[: -len("_train.json")]: results.json(path)["seconds"] for path, _ in files}
+
+
+@block("ablation-lr")
+def ablation_learning_rate_block(results: Results) -> str:
+    """The feature-based rows at the fine-tuned rows' learning rate, the reason for theirs (docs/ablation.md)."""
+    folder = "results/ablation/ptb_fea_lr1e-4"
+    files = [f"{folder}/{row}_{split}.json" for split in ("dev", "test") for row in ("fea_emb", "fea_emb_att")]
+    note = source_note(results, [(path, "parser") for path in files], "python -m spacy_pairatt ablation-run ptb ...")
+    scores = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path in files]
+    if None in scores:
+        return note
+    return (
+        f"At 1e-4 the feature-based rows were far from converged after 800 steps: PTB dev UAS {percent(scores[0])} "
+        f"(fea:emb) and {percent(scores[1])} (fea:emb+att), test {percent(scores[2])} and {percent(scores[3])}, "
+        f"the loss still falling (`{folder}/`).\n\n" + note
+    )
+
+
+@block("ablation-cost")
+def ablation_cost_block(results: Results) -> str:
+    """What the Table 1 trainings took, summed from each row's training record (docs/ablation.md)."""
+    datasets = {"EWT": "ablation/ewt", "PTB": "ablation/ptb"}
+    sources = ablation_files(results, list(datasets.values()), "*_train.json")
+    parts = []
+    for name, folder in datasets.items():
+        seconds = train_seconds(results, folder)
+        if seconds:
+            fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in seconds.items() if key.startswith("ft_"))
+            parts.append(
+                f"{sum(seconds.values()):,.0f} s on {name} ({fine_tuned}; transition "
+                f"{seconds.get('transition', 0):,.0f} s)"
+            )
+    text = ""
+    if parts:
+        total = sum(sum(train_seconds(results, folder).values()) for folder in datasets.values())
+        text = (
+            "Measured: the `spacy train` processes of all rows took " + " and ".join(parts) + f", {total / 3600:.1f} "
+            "hours in all, before the masked-LM adaptations and the dev and test scoring of each row.\n\n"
+        )
+    return text + source_note(results, sources, "python -m spacy project run ablation")
 
 
 @block("probe")
