@@ -148,6 +148,19 @@ def train_command(
     return command
 
 
+def run_training(command: List[str], log: Optional[Path] = None) -> Tuple[float, float]:
+    """Run a `python -m spacy train` command (from `train_command`) with this interpreter; its output
+    goes to `log` when given. Returns the process's wall seconds and its start as `time.time()`."""
+    start, started = time.perf_counter(), time.time()
+    if log is None:
+        subprocess.run([sys.executable, *command[1:]], check=True)
+    else:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("w", encoding="utf8") as output:
+            subprocess.run([sys.executable, *command[1:]], check=True, stdout=output, stderr=subprocess.STDOUT)
+    return round(time.perf_counter() - start, 1), started
+
+
 def config_learn_rate(config_path: str) -> Optional[float]:
     """The initial learning rate of a training config: a constant rate, or its schedule's `initial_rate`
     (None for a schedule without one)."""
@@ -184,8 +197,7 @@ def run_ablation(
         command = train_command(
             row, train, dev, str(Path(training_dir) / training), steps, seed, dev_limit, adapted_encoder, gpu_id
         )
-        start, started = time.perf_counter(), time.time()
-        subprocess.run([sys.executable, *command[1:]], check=True)
+        seconds, started = run_training(command)
         record = {
             "dataset": dataset,
             "config": row.config,
@@ -195,7 +207,7 @@ def run_ablation(
             "seed": seed,
             "learn_rate": config_learn_rate(row.config),
             "dev_limit": dev_limit,
-            "seconds": round(time.perf_counter() - start, 1),
+            "seconds": seconds,
             "model": str(Path(training_dir) / training / "model-best"),
             "provenance": provenance(seed=seed, started=started),
         }

@@ -6,6 +6,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .attention_curve_cli import add_commands as add_curve_commands
+
 
 def fetch_ud(args) -> None:
     from .corpora.ud import fetch_ud_ewt
@@ -590,6 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--replicates", nargs="+", help="results folders of the same rows under other seeds (ablation-run --seed)"
     )
     ablation_tabulate.set_defaults(func=ablation)
+    add_curve_commands(commands)
     return parser
 
 

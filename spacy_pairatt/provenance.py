@@ -73,6 +73,19 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
     return {"commit": commit, "dirty": bool(paths), "dirty_paths": paths[:20]}
 
 
+def code_changed_since(commit: Optional[str], paths=CODE_PATHS, root: Path = SOURCE_ROOT) -> Optional[bool]:
+    """Whether `paths` differ now from `commit`: False only when the checkout is clean there and the
+    commits between change none of them; None when git cannot tell (no checkout, unknown commit)."""
+    current = code_version(root)
+    if commit is None or current["commit"] is None:
+        return None
+    status = _git(root, "status", "--porcelain", "--untracked-files=normal", "--", *paths)
+    diff = _git(root, "diff", "--name-only", commit, current["commit"], "--", *paths)
+    if status is None or diff is None:
+        return None
+    return bool(status.strip() or diff.strip())
+
+
 def _git(root: Path, *args: str) -> Optional[str]:
     try:
         result = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)

@@ -1,0 +1,704 @@
+"""Issue 17's attention curve: where attention pays, by training size, domain and task
+(docs/attention_curve.md).
+
+A run is one model: a task's row (hidden states only, or with attention), a training size (a seeded
+random subset of the training set, or all of it) and a seed, which is both the training seed and
+the seed that drew the subset, so the two rows at one size and seed see the same sentences. Each
+run trains with `ablation.train_command` (one `spacy train` process) to the step budget of
+`Budget`, keeps spaCy's model-best on dev, and is scored once on each test set with the project's
+evaluations, into RESULTS/runs/{run_id}.json (summary and provenance) and
+RESULTS/evaluations/{run_id}_{domain}.json (the full evaluation; parser runs also
+{run_id}_{domain}_arcs.json, the per-sentence arc counts the bootstrap needs).
+
+`curve_table` reads those files back: scores by size, row and seed, each comparison's difference
+per seed and pooled with a paired bootstrap over test sentences pooled across seeds
+(`bootstrap.paired_bootstrap_seeds`), the relations table, and a picture. Scores are percentages,
+unrounded until printed.
+"""
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, read_json, run_training, split_scores
+from .ablation import train_command as ablation_train_command
+from .bootstrap import paired_bootstrap_seeds
+from .provenance import code_changed_since, provenance
+
+BOOTSTRAP_SEED = 0
+N_RESAMPLES = 10_000
+# The paths whose changes make an earlier run's results stale (`--reuse same-code`).
+TRAINING_CODE = ("spacy_pairatt", "configs", "setup.py")
+REUSE_POLICIES = ("same-code", "existing", "never")
+# Measured on 2 CPU cores (README, results/ablation.md): ~50 min per 800-step parser training
+# including its 4 dev evaluations, ~25 min per 675-step SemEval training; scoring a parser on EWT and
+# PTB test and loading it, about 2 minutes.
+CPU_SECONDS_PER_STEP = {"parser": 50 * 60 / 800, "relations": 25 * 60 / 675}
+CPU_SECONDS_PER_RUN = {"parser": 120, "relations": 60}
+REL_NO_ATTENTION = ("--components.pairatt_rel.model.scorer.use_attention", "false")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Equal budgets: both rows at one size train the same number of steps, under the config's
+    schedule shape (`ablation.budget_overrides`), and keep model-best on dev.
+
+    steps = ceil(steps_per_sentence * training sentences), at least `min_steps`, at most
+    `max_steps` (the full-data budget). Parser: 1/8 of a step a sentence (batches of 2,000 padded
+    words hold about 70 EWT sentences: about 9 epochs), 200 to 800 steps: 200 at 100, 400 and
+    1,600 sentences, 800 at 6,400 and at all 12,544. Relations: the SemEval recipe's 3 epochs of 32
+    sentences (675 steps at 7,200), at least 300 (1,000 sentences: 300 steps, 9.6 epochs)."""
+
+    steps_per_sentence: float
+    min_steps: int
+    max_steps: int
+
+    def steps(self, n_train: int) -> int:
+        if n_train < 1:
+            raise ValueError(f"a training set needs at least one sentence, got {n_train}")
+        if not 1 <= self.min_steps <= self.max_steps:
+            raise ValueError(f"need 1 <= min_steps <= max_steps, got {self.min_steps} and {self.max_steps}")
+        return min(self.max_steps, max(self.min_steps, math.ceil(self.steps_per_sentence * n_train)))
+
+    def rule(self) -> str:
+        return (
+            f"steps = ceil({self.steps_per_sentence:g} x training sentences), at least {self.min_steps}, "
+            f"at most {self.max_steps}; the config's schedule shape scaled to the steps; model-best on dev"
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    key: str
+    rows: Tuple[Row, ...]
+    budget: Budget
+    # meta.json performance keys of spaCy's dev scores of model-best, with the names we give them
+    dev_scores: Tuple[Tuple[str, str], ...]
+
+    def row(self, key: str) -> Row:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        raise ValueError(f"unknown {self.key} row {key!r}; known: {[row.key for row in self.rows]}")
+
+
+# Row.decoder None: train_command adds no decoder override, so the parser trains and is scored with
+# its config's decoder (MST in both configs).
+PARSER_ROWS = (
+    Row("emb", "emb", "hidden states only (use_attention false)", "configs/parser_minilm.cfg", "emb", None,
+        EMBEDDINGS_ONLY),
+    Row("att", "emb+att", "hidden states and attention, the default parser", "configs/parser_minilm.cfg", "att",
+        None),
+    Row("ftatt", "ft:emb+att", "hidden states and attention, fine-tuned through attention too",
+        "configs/parser_minilm_ftatt.cfg", "ftatt", None),
+)  # fmt: skip
+RELATION_ROWS = (
+    Row("emb", "emb", "hidden states only (use_attention false)", "configs/rel_semeval_minilm.cfg", "emb", None,
+        REL_NO_ATTENTION),
+    Row("att", "emb+att", "hidden states and attention", "configs/rel_semeval_minilm.cfg", "att", None),
+)  # fmt: skip
+TASKS = {
+    "parser": Task("parser", PARSER_ROWS, Budget(1 / 8, 200, 800), (("dep_uas", "uas"), ("dep_las", "las"))),
+    "relations": Task("relations", RELATION_ROWS, Budget(3 / 32, 300, 675), (("rel_micro_f", "micro_f"),)),
+}
+# (better, worse): the comparisons the table draws wherever both rows ran at a size.
+COMPARISONS = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
+DOMAINS = {dataset.key: dataset for dataset in DATASETS}
+
+
+@dataclass(frozen=True)
+class Run:
+    task: str
+    dataset: str
+    row: str
+    size: Optional[int]  # None: the whole training set
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.dataset}_{size_label(self.size)}_s{self.seed}_{self.row}"
+
+
+def size_label(size: Optional[int]) -> str:
+    return "full" if size is None else f"n{size}"
+
+
+def plan_runs(
+    task: str, dataset: str, rows: Sequence[str], sizes: Sequence[Optional[int]], seeds: Sequence[int]
+) -> List[Run]:
+    """Every (size, seed, row) in that order: both rows of a size and seed run one after the other."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
+    for key in rows:
+        TASKS[task].row(key)
+    if not rows or not sizes or not seeds:
+        raise ValueError("give at least one row, one size and one seed")
+    return [Run(task, dataset, row, size, seed) for size in sizes for seed in seeds for row in rows]
+
+
+# -- subsets ------------------------------------------------------------------------------------
+
+
+def subset_indices(n_docs: int, size: int, seed: int) -> np.ndarray:
+    """The sorted indices of `size` of `n_docs` documents, drawn without replacement under `seed`:
+    the first `size` of one seeded permutation, so one seed's subsets are nested (100 within 400...)."""
+    if not 1 <= size <= n_docs:
+        raise ValueError(f"a subset of {size} documents cannot be drawn from {n_docs}")
+    return np.sort(np.random.default_rng(seed).permutation(n_docs)[:size])
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_subsets(source: str, out_dir: str, sizes: Sequence[int], seeds: Sequence[int]) -> Dict:
+    """OUT_DIR/n{size}_s{seed}.spacy for every size and seed (documents and their user_data, in the
+    source's order) and OUT_DIR/subsets.json recording the source, its SHA-256, every subset's seed
+    and indices. Two sources of the same length (SemEval with and without markers) get the same
+    indices for the same size and seed."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    if not Path(source).exists():
+        raise ValueError(f"{source} does not exist (run the convert command first)")
+    docs = list(DocBin(store_user_data=True).from_disk(source).get_docs(spacy.blank("en").vocab))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    subsets = []
+    for size in sizes:
+        for seed in seeds:
+            indices = subset_indices(len(docs), size, seed)
+            path = out / f"n{size}_s{seed}.spacy"
+            DocBin(store_user_data=True, docs=[docs[i] for i in indices]).to_disk(path)
+            subsets.append({"size": size, "seed": seed, "path": str(path), "indices": indices.tolist()})
+    manifest = {
+        "source": str(source),
+        "source_sha256": file_sha256(Path(source)),
+        "n_source_docs": len(docs),
+        "rule": "the first SIZE of numpy.random.default_rng(SEED).permutation(N), sorted",
+        "subsets": subsets,
+        "provenance": provenance(),
+    }
+    (out / "subsets.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf8")
+    return manifest
+
+
+def find_subset(subsets_dir: str, size: int, seed: int) -> Dict:
+    """The subsets.json entry of one size and seed (without its indices, with their SHA-256 and the
+    source's)."""
+    manifest = read_json(Path(subsets_dir) / "subsets.json")
+    if manifest is None:
+        raise ValueError(f"{subsets_dir}/subsets.json does not exist (run curve-subsets first)")
+    for subset in manifest["subsets"]:
+        if subset["size"] == size and subset["seed"] == seed:
+            indices = json.dumps(subset["indices"]).encode("utf8")
+            return {
+                "path": subset["path"], "size": size, "seed": seed, "source": manifest["source"],
+                "source_sha256": manifest["source_sha256"], "indices_sha256": hashlib.sha256(indices).hexdigest(),
+            }  # fmt: skip
+    raise ValueError(f"{subsets_dir} has no subset of {size} under seed {seed} (curve-subsets --sizes --seeds)")
+
+
+def count_docs(path: str) -> int:
+    from spacy.tokens import DocBin
+
+    return len(DocBin().from_disk(path))
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def reusable(record: Optional[Dict], reuse: str) -> bool:
+    """Whether a results file written before stands: `existing` takes any, `never` none, and
+    `same-code` one written from clean code whose TRAINING_CODE has not changed since."""
+    if reuse not in REUSE_POLICIES:
+        raise ValueError(f"reuse must be one of {REUSE_POLICIES}, got {reuse!r}")
+    if record is None or reuse == "never":
+        return False
+    code = record.get("provenance", {}).get("code", {})
+    return reuse == "existing" or (
+        code.get("dirty") is False and code_changed_since(code.get("commit"), TRAINING_CODE) is False
+    )
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where a plan's runs read and write, and how they train."""
+
+    train: str
+    dev: str
+    tests: Dict[str, str]  # domain -> test .spacy
+    training_dir: str
+    results_dir: str
+    subsets: Optional[str] = None  # curve-subsets folder, needed for sizes other than full
+    budget: Optional[Budget] = None  # default: the task's
+    gpu_id: int = -1
+    dev_limit: int = 0
+    encoder: Optional[str] = None  # replaces the configs' encoder (the tests' tiny BERT)
+    reuse: str = "same-code"
+
+
+def run_data(run: Run, setup: Setup) -> Tuple[str, int, Optional[Dict]]:
+    """The run's training file, its number of sentences (documents), and its subset's record."""
+    if run.size is None:
+        return setup.train, count_docs(setup.train), None
+    if not setup.subsets:
+        raise ValueError(f"run {run.run_id} needs --subsets (the curve-subsets folder)")
+    subset = find_subset(setup.subsets, run.size, run.seed)
+    return subset["path"], run.size, subset
+
+
+def run_command(run: Run, setup: Setup, train: str, steps: int) -> List[str]:
+    row = TASKS[run.task].row(run.row)
+    output = str(Path(setup.training_dir) / run.run_id)
+    command = ablation_train_command(row, train, setup.dev, output, steps, run.seed, setup.dev_limit,
+                                     gpu_id=setup.gpu_id)  # fmt: skip
+    if setup.encoder:
+        command += ["--components.transformer.model.name", setup.encoder]
+    return command
+
+
+def train_run(run: Run, setup: Setup) -> Dict:
+    """Train one run (unless an earlier training of it may be reused) and return its training record."""
+    results = Path(setup.results_dir) / "runs"
+    path = results / f"{run.run_id}.train.json"
+    record = read_json(path)
+    if reusable(record, setup.reuse):
+        print(f"{run.run_id}: training reused ({path})")
+        return record
+    budget = setup.budget or TASKS[run.task].budget
+    train, n_train, subset = run_data(run, setup)
+    steps = budget.steps(n_train)
+    command = run_command(run, setup, train, steps)
+    log = Path(setup.training_dir) / f"{run.run_id}.log"
+    print(f"{run.run_id}: training {steps} steps on {n_train} sentences (log: {log})", flush=True)
+    seconds, started = run_training(command, log)
+    row = TASKS[run.task].row(run.row)
+    record = {
+        **asdict(run), "run_id": run.run_id, "row_name": row.name, "description": row.description,
+        "config": row.config, "encoder": setup.encoder or "all-MiniLM-L6-v2", "train": train, "dev": setup.dev,
+        "n_train": n_train, "subset": subset, "steps": steps, "budget": {**asdict(budget), "rule": budget.rule()},
+        "learn_rate": config_learn_rate(row.config), "dev_limit": setup.dev_limit, "command": " ".join(command),
+        "train_seconds": seconds, "log": str(log), "model": str(Path(setup.training_dir) / run.run_id / "model-best"),
+        "provenance": provenance(seed=run.seed, started=started),
+    }  # fmt: skip
+    results.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    return record
+
+
+def dev_scores(model: str, task: Task) -> Dict[str, Optional[float]]:
+    """spaCy's dev scores of model-best (meta.json), in percent: what chose it."""
+    meta = read_json(Path(model) / "meta.json") or {}
+    performance = meta.get("performance", {})
+    return {name: None if performance.get(key) is None else 100 * performance[key] for key, name in task.dev_scores}
+
+
+def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
+    """Score one trained run on each test set once; returns {domain: scores in percent}."""
+    from .evaluation import evaluate_pipeline, write_json
+    from .relation_evaluation import evaluate_semeval
+
+    evaluations = Path(setup.results_dir) / "evaluations"
+    scores = {}
+    for domain, data in setup.tests.items():
+        output = evaluations / f"{run.run_id}_{domain}.json"
+        if run.task == "relations":
+            result = evaluate_semeval(training["model"], data)
+            scores[domain] = {name[len("rel_semeval_") :]: 100 * value for name, value in result["scores"].items()}
+        else:
+            result = evaluate_pipeline(training["model"], data, per_document=True)
+            arcs = evaluations / f"{run.run_id}_{domain}_arcs.json"
+            evaluations.mkdir(parents=True, exist_ok=True)
+            arcs.write_text(json.dumps(result.pop("arc_counts"), separators=(",", ":")) + "\n", encoding="utf8")
+            labelled = DOMAINS[domain].labelled if domain in DOMAINS else True
+            scores[domain] = {**split_scores(result, labelled), "arcs": str(arcs.relative_to(setup.results_dir))}
+        write_json(result, str(output))
+        scores[domain]["evaluation"] = str(output.relative_to(setup.results_dir))
+    return scores
+
+
+def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
+    """Train and score each run not already done (see `reusable`), into RESULTS/runs/{run_id}.json."""
+    import spacy
+
+    for path in (setup.train, setup.dev, *setup.tests.values()):
+        if not Path(path).exists():
+            raise ValueError(f"{path} does not exist (run the convert / ptb-convert / semeval-convert command first)")
+    if setup.gpu_id >= 0:
+        spacy.require_gpu(setup.gpu_id)
+    records = []
+    for run in runs:
+        path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
+        record = read_json(path)
+        if reusable(record, setup.reuse):
+            print(f"{run.run_id}: results reused ({path})")
+            records.append(record)
+            continue
+        started = time.time()
+        training = train_run(run, setup)
+        record = {
+            **training,
+            "dev_scores": dev_scores(training["model"], TASKS[run.task]),
+            "test": score_run(run, training, setup),
+            "train_provenance": training["provenance"],
+            "provenance": provenance(seed=run.seed, started=started),
+        }
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+        print(f"{run.run_id}: done ({path})", flush=True)
+        records.append(record)
+    return records
+
+
+def estimate_cpu_seconds(runs: Iterable[Run], n_train: Dict[Optional[int], int], budgets: Dict[str, Budget]) -> float:
+    """Rough CPU wall time of the runs on 2 cores, from the measured CPU_SECONDS_PER_STEP / _PER_RUN.
+    n_train: the sentences of each size (None: the full set)."""
+    total = 0.0
+    for run in runs:
+        steps = budgets[run.task].steps(n_train[run.size])
+        total += steps * CPU_SECONDS_PER_STEP[run.task] + CPU_SECONDS_PER_RUN[run.task]
+    return total
+
+
+# -- table --------------------------------------------------------------------------------------
+
+
+def read_runs(results_dir: Path) -> List[Dict]:
+    """Every finished run's record under RESULTS/runs: by task, data, size, seed and row."""
+    folder = Path(results_dir) / "runs"
+    paths = sorted(path for path in folder.glob("*.json") if not path.name.endswith(".train.json"))
+    records = [json.loads(path.read_text(encoding="utf8")) for path in paths]
+    return sorted(records, key=lambda r: (r["task"], r["dataset"], r["n_train"], r["seed"], ROW_ORDER.get(r["row"], 9)))
+
+
+def size_key(record: Dict) -> Tuple[int, str]:
+    """Sort key and label of a run's size: the number of sentences, "full" for the whole set."""
+    return record["n_train"], size_label(record["size"])
+
+
+def curve_points(records: Sequence[Dict]) -> List[Dict]:
+    """Parser scores grouped by size, row, domain and metric: each seed's score and their mean."""
+    groups: Dict[Tuple, Dict] = {}
+    for record in records:
+        if record["task"] != "parser":
+            continue
+        for domain, scores in record["test"].items():
+            for metric in DOMAINS[domain].metrics if domain in DOMAINS else ("uas", "las"):
+                if scores.get(metric) is None:
+                    continue
+                key = (record["dataset"], record["n_train"], size_label(record["size"]), record["row"], domain, metric)
+                groups.setdefault(key, {})[record["seed"]] = scores[metric]
+    points = []
+    for (dataset, n_train, label, row, domain, metric), by_seed in sorted(groups.items(), key=point_order):
+        seeds = sorted(by_seed)
+        points.append({
+            "dataset": dataset, "n_train": n_train, "size": label, "row": row, "domain": domain, "metric": metric,
+            "seeds": seeds, "scores": [by_seed[seed] for seed in seeds],
+            "mean": float(np.mean([by_seed[seed] for seed in seeds])),
+        })  # fmt: skip
+    return points
+
+
+ROW_ORDER = {row.key: i for i, row in enumerate(PARSER_ROWS)}
+METRIC_ORDER = {"uas": 0, "las": 1}
+
+
+def point_order(item: Tuple[Tuple, Dict]) -> Tuple:
+    """Data, size, test set, metric (UAS first), then the rows in PARSER_ROWS order."""
+    dataset, n_train, _, row, domain, metric = item[0]
+    return dataset, n_train, domain, METRIC_ORDER.get(metric, 2), ROW_ORDER.get(row, len(ROW_ORDER))
+
+
+def verdict(interval: Dict) -> str:
+    """`holds` only when the whole 95% interval lies above 0."""
+    if interval["low"] > 0:
+        return "holds"
+    if interval["high"] < 0:
+        return "reversed"
+    return "not shown"
+
+
+def comparisons(records: Sequence[Dict], results_dir: Path, n_resamples: int = N_RESAMPLES) -> List[Dict]:
+    """Each of COMPARISONS at each parser size, domain and metric where both rows ran under a
+    shared seed: the difference per seed, pooled (their mean), and the paired bootstrap interval of
+    the pooled difference over the test sentences (one draw for every seed and both rows)."""
+    by_key = {(r["dataset"], r["n_train"], r["row"], r["seed"]): r for r in records if r["task"] == "parser"}
+    entries = []
+    for dataset, n_train in sorted({(key[0], key[1]) for key in by_key}):
+        for better, worse in COMPARISONS:
+            seeds = sorted(
+                seed for (d, n, row, seed) in by_key if (d, n, row) == (dataset, n_train, better)
+                and (dataset, n_train, worse, seed) in by_key
+            )  # fmt: skip
+            if not seeds:
+                continue
+            pairs = [(by_key[(dataset, n_train, better, s)], by_key[(dataset, n_train, worse, s)]) for s in seeds]
+            for domain in pairs[0][0]["test"]:
+                metrics = DOMAINS[domain].metrics if domain in DOMAINS else ("uas", "las")
+                for metric in metrics:
+                    entries.append(compare(pairs, domain, metric, results_dir, n_resamples))
+    return entries
+
+
+def compare(pairs: Sequence[Tuple[Dict, Dict]], domain: str, metric: str, results_dir: Path, n_resamples: int) -> Dict:
+    """One comparison of `comparisons`: (better, worse) records under each shared seed."""
+    better, worse = pairs[0]
+    differences = [b["test"][domain][metric] - w["test"][domain][metric] for b, w in pairs]
+    entry = {
+        "dataset": better["dataset"], "n_train": better["n_train"], "size": size_label(better["size"]),
+        "better": better["row"], "worse": worse["row"], "comparison": f"{better['row_name']} - {worse['row_name']}",
+        "domain": domain, "metric": metric, "seeds": [b["seed"] for b, _ in pairs],
+        "by_seed": differences, "pooled": float(np.mean(differences)),
+        "ahead_in_every_seed": all(difference > 0 for difference in differences),
+    }  # fmt: skip
+    arcs = [[read_json(Path(results_dir) / r["test"][domain].get("arcs", "-")) for r in pair] for pair in pairs]
+    if all(counts is not None for pair in arcs for counts in pair):
+        interval = paired_bootstrap_seeds(
+            [pair[0] for pair in arcs], [pair[1] for pair in arcs], metric, n_resamples, BOOTSTRAP_SEED
+        )
+        entry["bootstrap"] = {key: interval[key] for key in ("low", "high", "p_not_better", "n_resamples", "n_docs")}
+        entry["verdict"] = verdict(interval)
+        entry["at_least_one_point"] = interval["low"] > 0 and entry["pooled"] >= 1.0
+    else:
+        entry["verdict"] = "no interval (arc counts missing)"
+    return entry
+
+
+def relation_rows(records: Sequence[Dict]) -> List[Dict]:
+    """SemEval runs by dataset (with or without markers), size and row: official macro-F1 per seed
+    and mean, and emb+att - emb per shared seed."""
+    groups: Dict[Tuple, Dict[str, Dict[int, float]]] = {}
+    for record in records:
+        if record["task"] != "relations":
+            continue
+        key = (record["dataset"], record["n_train"], size_label(record["size"]))
+        for domain, scores in record["test"].items():
+            groups.setdefault(key + (domain,), {}).setdefault(record["row"], {})[record["seed"]] = scores["macro_f1"]
+    rows = []
+    for (dataset, n_train, label, domain), by_row in sorted(groups.items()):
+        entry = {"dataset": dataset, "n_train": n_train, "size": label, "domain": domain, "rows": {}}
+        for row, by_seed in by_row.items():
+            entry["rows"][row] = {"seeds": sorted(by_seed), "macro_f1": [by_seed[s] for s in sorted(by_seed)],
+                                  "mean": float(np.mean(list(by_seed.values())))}  # fmt: skip
+        shared = sorted(set(by_row.get("att", {})) & set(by_row.get("emb", {})))
+        if shared:
+            differences = [by_row["att"][s] - by_row["emb"][s] for s in shared]
+            entry["att_minus_emb"] = {"seeds": shared, "by_seed": differences, "mean": float(np.mean(differences)),
+                                      "ahead_in_every_seed": all(d > 0 for d in differences)}  # fmt: skip
+        rows.append(entry)
+    return rows
+
+
+def run_summary(record: Dict) -> Dict:
+    """What the runs table shows of a record, provenance included."""
+    code = record["provenance"]["code"]
+    return {
+        "run_id": record["run_id"], "task": record["task"], "row": record["row_name"], "n_train": record["n_train"],
+        "subset_seed": (record.get("subset") or {}).get("seed"), "seed": record["seed"], "steps": record["steps"],
+        "train_seconds": record["train_seconds"], "dev": record["dev_scores"],
+        "test": {domain: {k: v for k, v in scores.items() if k not in ("arcs", "evaluation")}
+                 for domain, scores in record["test"].items()},
+        "command": record["command"], "commit": code.get("commit"), "dirty": code.get("dirty"),
+        "created": record["provenance"]["created"],
+    }  # fmt: skip
+
+
+def curve_table(results_dir: Path, n_resamples: int = N_RESAMPLES) -> Dict:
+    records = read_runs(results_dir)
+    return {
+        "unit": "percent",
+        "budget": {task.key: {**asdict(task.budget), "rule": task.budget.rule()} for task in TASKS.values()},
+        "bootstrap": {"n_resamples": n_resamples, "seed": BOOTSTRAP_SEED},
+        "curve": curve_points(records),
+        "comparisons": comparisons(records, results_dir, n_resamples),
+        "relations": relation_rows(records),
+        "runs": [run_summary(record) for record in records],
+    }
+
+
+def sentences(n_train: int, size: str) -> str:
+    return f"{n_train:,}" + (" (all)" if size == "full" else "")
+
+
+def cell(value, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def curve_markdown(table: Dict, png: Optional[str] = None, title: str = "") -> str:
+    parts = [title + "\n"] if title else []
+    parts.append(
+        "Issue 17: the default parser (`parser_minilm.cfg`, biaffine, MST) with `use_attention` false (emb) and "
+        "true (emb+att), and `parser_minilm_ftatt.cfg` (ft:emb+att), trained on seeded random subsets of UD "
+        "English-EWT train (the subset's seed is the training seed: both rows at a size and seed see the same "
+        "sentences); scored on EWT test (UAS/LAS) and on the PTB sample's test split (UAS: heads only) as "
+        "out-of-domain text; percentages without punctuation. Budget: "
+        f"{table['budget']['parser']['rule']} (relations: {table['budget']['relations']['rule']}). "
+        "Method and commands: docs/attention_curve.md.\n"
+    )
+    if not table["runs"]:
+        parts.append("**No runs yet: results pending** (`python -m spacy project run attention-curve`).\n")
+        return "\n".join(parts)
+    if png:
+        parts.append(f"![LAS on EWT and UAS on the PTB sample against training size]({png})\n")
+    parts.append(curve_points_markdown(table["curve"]))
+    parts.append(comparisons_markdown(table["comparisons"], table["bootstrap"]))
+    if table["relations"]:
+        parts.append(relations_markdown(table["relations"]))
+    parts.append(runs_markdown(table["runs"]))
+    return "\n".join(parts)
+
+
+def curve_points_markdown(points: Sequence[Dict]) -> str:
+    lines = [
+        "## Scores by training size (test; mean over seeds, then each seed)\n",
+        "| data | sentences | row | test set | metric | seeds | mean | by seed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        by_seed = ", ".join(f"{seed}: {score:.1f}" for seed, score in zip(p["seeds"], p["scores"]))
+        lines.append(
+            f"| {p['dataset']} | {sentences(p['n_train'], p['size'])} | {p['row']} | {p['domain']} | "
+            f"{p['metric'].upper()} | {len(p['seeds'])} | {p['mean']:.1f} | {by_seed} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
+    lines = [
+        "## Differences (points, test)\n",
+        "Per seed and pooled (the mean over seeds); the 95% interval and p (the share of resamples in which "
+        f"the first row does not score higher) come from a paired bootstrap over test sentences "
+        f"({bootstrap['n_resamples']:,} resamples, seed {bootstrap['seed']}), one draw of sentences for every seed "
+        "and both rows, pooled across seeds. It measures the test set's sampling with the trained models fixed; the "
+        "spread over seeds is in the by-seed column. `holds`: the interval lies above 0; `reversed`: below 0; "
+        "`not shown`: it spans 0. ≥1: the issue's goal (pooled ≥ +1.0 with the interval above 0).\n",
+        "| data | sentences | comparison | test set | metric | by seed | pooled | 95% interval | p | verdict | ≥1 |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for e in entries:
+        by_seed = ", ".join(f"{seed}: {value:+.2f}" for seed, value in zip(e["seeds"], e["by_seed"]))
+        interval = e.get("bootstrap")
+        span = "–" if interval is None else f"{interval['low']:+.2f} to {interval['high']:+.2f}"
+        p_value = "–" if interval is None else f"{interval['p_not_better']:.3f}"
+        goal = "yes" if e.get("at_least_one_point") else "no"
+        lines.append(
+            f"| {e['dataset']} | {sentences(e['n_train'], e['size'])} | {e['comparison']} | {e['domain']} | "
+            f"{e['metric'].upper()} | {by_seed} | {e['pooled']:+.2f} | {span} | {p_value} | {e['verdict']} | {goal} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def relations_markdown(rows: Sequence[Dict]) -> str:
+    lines = [
+        "## Relations: SemEval-2010 Task 8, official macro-F1 (test)\n",
+        "`semeval`: entities given as spans only (the paper's setting); `semeval_markers`: with `$ e1 $`, `# e2 #` "
+        "in the text. Mean over seeds, then each seed; no bootstrap (the official scorer's macro-F1 is not "
+        "kept per sentence).\n",
+        "| data | sentences | emb | emb+att | emb+att - emb by seed | mean difference | ahead in every seed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        cells = [seed_scores(r["rows"].get(row)) for row in ("emb", "att")]
+        diff = r.get("att_minus_emb")
+        by_seed = "–" if diff is None else ", ".join(f"{s}: {d:+.2f}" for s, d in zip(diff["seeds"], diff["by_seed"]))
+        mean = "–" if diff is None else f"{diff['mean']:+.2f}"
+        every = "–" if diff is None else ("yes" if diff["ahead_in_every_seed"] else "no")
+        lines.append(f"| {r['dataset']} | {sentences(r['n_train'], r['size'])} | {cells[0]} | {cells[1]} | {by_seed} | "
+                     f"{mean} | {every} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def seed_scores(scores: Optional[Dict]) -> str:
+    if scores is None:
+        return "not run"
+    by_seed = ", ".join(f"{seed}: {value:.1f}" for seed, value in zip(scores["seeds"], scores["macro_f1"]))
+    return f"{scores['mean']:.1f} ({by_seed})"
+
+
+SCORE_NAMES = {"uas": "UAS", "las": "LAS", "macro_f1": "macro-F1"}
+
+
+def runs_markdown(runs: Sequence[Dict]) -> str:
+    lines = [
+        "## Runs\n",
+        "One line a model: its training sentences, the seed that drew the subset and the training seed, steps, "
+        "the wall time of `spacy train`, spaCy's dev scores of model-best, test scores, and where it came from "
+        "(commit, `+dirty` for uncommitted code, time). Commands: `runs` in the JSON.\n",
+        "| run | row | sentences | subset seed | seed | steps | train s | dev | test | commit | created |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        dev = ", ".join(f"{name.upper().replace('_', '-')} {cell(value)}" for name, value in run["dev"].items())
+        test = "; ".join(
+            f"{domain} "
+            + ", ".join(f"{SCORE_NAMES[k]} {cell(v)}" for k, v in scores.items() if v is not None and k in SCORE_NAMES)
+            for domain, scores in run["test"].items()
+        )
+        commit = "–" if run["commit"] is None else run["commit"][:8] + ("+dirty" if run["dirty"] else "")
+        lines.append(
+            f"| {run['run_id']} | {run['row']} | {run['n_train']:,} | {cell(run['subset_seed'], 0)} | {run['seed']} | "
+            f"{run['steps']} | {cell(run['train_seconds'], 0)} | {dev} | {test} | {commit} | {run['created']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+ROW_COLOURS = {"emb": "tab:blue", "att": "tab:orange", "ftatt": "tab:green"}
+JITTER = {"emb": 0.94, "att": 1.0, "ftatt": 1.06}
+PANELS = (("ewt", "las", "LAS, UD English-EWT test"), ("ptb", "uas", "UAS, PTB sample test (out of domain)"))
+
+
+def curve_figure(points: Sequence[Dict]):
+    """LAS on EWT and UAS on the PTB sample against training sentences (log axis): each row's seeds
+    as small points, their mean as a line."""
+    from .visualize import require_figure
+
+    figure = require_figure()(figsize=(10, 4), layout="constrained")
+    for axis, (domain, metric, title) in zip(figure.subplots(1, 2), PANELS):
+        for row, colour in ROW_COLOURS.items():
+            mine = sorted((p for p in points if (p["domain"], p["metric"], p["row"]) == (domain, metric, row)),
+                          key=lambda p: p["n_train"])  # fmt: skip
+            if not mine:
+                continue
+            shift = JITTER[row]  # the rows' seed dots side by side, not on top of each other
+            for p in mine:
+                axis.scatter([p["n_train"] * shift] * len(p["scores"]), p["scores"], color=colour, s=12, alpha=0.5)
+            label = {"emb": "emb", "att": "emb+att", "ftatt": "ft:emb+att"}[row]
+            axis.plot([p["n_train"] for p in mine], [p["mean"] for p in mine], color=colour, marker="o", label=label)
+        axis.set_xscale("log")
+        sizes = sorted({p["n_train"] for p in points})
+        axis.set_xticks(sizes, [f"{size:,}" for size in sizes])
+        axis.minorticks_off()
+        axis.set_xlabel("training sentences (log scale)")
+        axis.set_ylabel(f"{metric.upper()} (%)")
+        axis.set_title(title, fontsize=10)
+        axis.grid(alpha=0.3)
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=8, title="mean over seeds; dots: seeds", title_fontsize=8)
+    return figure
+
+
+def write_curve_table(
+    results_dir: str, output: Optional[str] = None, json_output: Optional[str] = None, png: Optional[str] = None,
+    title: str = "", n_resamples: int = N_RESAMPLES,
+) -> str:  # fmt: skip
+    """Write the markdown, the JSON and the picture from RESULTS/runs; returns the markdown."""
+    from .visualize import save_figure
+
+    table = curve_table(Path(results_dir), n_resamples)
+    png_link = None
+    if png and table["curve"]:
+        save_figure(curve_figure(table["curve"]), Path(png))
+        png_link = Path(png).name if output and Path(png).parent == Path(output).parent else png
+    text = curve_markdown(table, png_link, title)
+    table["provenance"] = provenance(seed=BOOTSTRAP_SEED)
+    for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(content, encoding="utf8")
+    return text
