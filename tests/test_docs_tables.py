@@ -146,3 +146,13 @@ def test_the_relations_tables_say_which_data_set_they_are():
     assert semeval.startswith("SemEval-2010 Task 8") and len(docred) == 2
     generated = (REPO / "results" / "relations.md").read_text(encoding="utf8")
     assert re.search(r"^Re-DocRED test .*\n\n\| model \| features \| θ", generated, flags=re.M)
+
+
+def test_each_code_change_is_the_commit_it_names():
+    """The dates that make results stale are those of real commits of this history."""
+    results = Results(REPO)
+    if not results.has_history():
+        pytest.skip("needs the git history")
+    for change in docs_tables.CODE_CHANGES:
+        assert results.git("log", "-1", "--format=%cI", change.commit) == change.date, change.what
+        assert change.affects <= {"parser", "transition", "relations", "bench", "probe"}
