@@ -270,7 +270,8 @@ def ud_text(args) -> None:
         try:
             texts = document_texts(file)
         except (ValueError, IndexError) as error:
-            raise SystemExit(f"python -m spacy_pairatt ud-text: error: {args.conllu} is not CoNLL-U ({error})") from None
+            message = f"{args.conllu} is not CoNLL-U ({error})"
+            raise SystemExit(f"python -m spacy_pairatt ud-text: error: {message}") from None
     text = "".join(line + "\n" for line in texts)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -58,6 +58,19 @@ def read_conllu_sentences(path: Path, limit: int):
     return list(conllu_to_docs("".join(lines), n_sents=1, no_print=True))
 
 
+def write_first_sentences(source: Path, n_sentences: int, path: Path) -> Path:
+    """The first n_sentences sentences of a CoNLL-U file (comments included) written to path."""
+    lines, n = [], 0
+    with source.open(encoding="utf8") as file:
+        for line in file:
+            lines.append(line)
+            n += not line.strip()
+            if n == n_sentences:
+                break
+    path.write_text("".join(lines), encoding="utf8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def ud_train_docs():
     path = UD_DIR / "en_ewt-ud-train.conllu"

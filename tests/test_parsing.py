@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import spacy
-from conftest import UD_DIR, examples_from_docs, make_pipeline
+from conftest import UD_DIR, examples_from_docs, make_pipeline, write_first_sentences
 from spacy.tokens import DocBin
 from thinc.api import Adam, fix_random_seed
 
@@ -60,16 +60,7 @@ def dev_file(tmp_path_factory):
     source = UD_DIR / "en_ewt-ud-dev.conllu"
     if not source.exists():
         pytest.skip(f"UD English-EWT not found at {source}")
-    lines, n_sentences = [], 0
-    with source.open(encoding="utf8") as file:
-        for line in file:
-            lines.append(line)
-            n_sentences += not line.strip()
-            if n_sentences == N_DEV_SENTENCES:
-                break
-    path = tmp_path_factory.mktemp("parse") / "dev.conllu"
-    path.write_text("".join(lines), encoding="utf8")
-    return str(path)
+    return str(write_first_sentences(source, N_DEV_SENTENCES, tmp_path_factory.mktemp("parse") / "dev.conllu"))
 
 
 def parse(model, input_path, output, *options):

@@ -10,7 +10,7 @@ from pathlib import Path
 import conllu
 import pytest
 import spacy
-from conftest import REPO, UD_DIR
+from conftest import REPO, UD_DIR, write_first_sentences
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
@@ -26,16 +26,7 @@ def ewt_block(tmp_path_factory):
     source = UD_DIR / "en_ewt-ud-train.conllu"
     if not source.exists():
         pytest.skip(f"UD English-EWT not found at {source}")
-    lines, n = [], 0
-    with source.open(encoding="utf8") as file:
-        for line in file:
-            lines.append(line)
-            n += not line.strip()
-            if n == N_SENTENCES:
-                break
-    path = tmp_path_factory.mktemp("ud_pipeline") / "ewt.conllu"
-    path.write_text("".join(lines), encoding="utf8")
-    return path
+    return write_first_sentences(source, N_SENTENCES, tmp_path_factory.mktemp("ud_pipeline") / "ewt.conllu")
 
 
 @pytest.fixture(scope="module")
