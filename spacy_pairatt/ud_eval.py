@@ -284,7 +284,7 @@ def read_conllu(lines: Iterable[str], name: str = "<conllu>") -> Treebank:
 
 def load_conllu(path) -> Treebank:
     """read_conllu of a file; OSError when it cannot be read, UDEvalError when it is not CoNLL-U."""
-    with open(path, encoding="utf8") as file:
+    with open(path, encoding="utf-8-sig") as file:  # a byte-order mark is no part of the first line
         try:
             return read_conllu(file, str(path))
         except UnicodeDecodeError as error:

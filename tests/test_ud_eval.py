@@ -599,7 +599,11 @@ def test_words_f1_follows_the_aligned_pairs_on_random_splits():
     assert scores(gold, system)["Words"].correct == unsplit
 
 
-def test_load_conllu_reads_a_path(tmp_path):
+def test_load_conllu_reads_a_path_with_or_without_a_byte_order_mark(tmp_path):
     path = Path(tmp_path / "a.conllu")
-    path.write_text(conllu(DOG), encoding="utf8")
-    assert len(load_conllu(path)) == 4
+    for encoding in ("utf8", "utf-8-sig"):
+        path.write_text("# text = The dog barks.\n" + conllu(DOG), encoding=encoding)
+        assert len(load_conllu(path)) == 4
+    path.write_bytes(b"1\tcaf\xe9\n")
+    with pytest.raises(UDEvalError, match="not UTF-8"):
+        load_conllu(path)
