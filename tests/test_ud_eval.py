@@ -276,29 +276,50 @@ def test_del_style_multiword_tokens():
     assert result["UAS"].correct == 2
 
 
+def words(*tokens: str) -> str:
+    """CoNLL-U of one sentence from tokens: "abc a b c" is a multiword token abc of words a, b, c."""
+    rows, n = [], 0
+    for token in tokens:
+        form, *parts = token.split()
+        if parts:
+            rows.append(f"{n + 1}-{n + len(parts)} {form}")
+        for part in parts or [form]:
+            n += 1
+            rows.append(f"{n} {part} _ _ _ _ {0 if n == 1 else 1} {'root' if n == 1 else 'dep'}")
+    return conllu("\n".join(rows))
+
+
 def test_multiword_region_grows_until_no_multiword_token_sticks_out():
     # Gold abc = a BX c and def = d EX f; system ab = a b, cd = c d, ef = e f. The region starts at
     # abc [0,3), takes in cd [2,4), then def [3,6), then ef [4,6): all 6 + 6 words. Longest common
     # subsequence of a bx c d ex f and a b c d e f: a c d f, 4 pairs.
-    def words(*tokens):
-        rows, n = [], 0
-        for token in tokens:
-            form, *parts = token.split()
-            if parts:
-                rows.append(f"{n + 1}-{n + len(parts)} {form}")
-            for part in parts or [form]:
-                n += 1
-                rows.append(f"{n} {part} _ _ _ _ {0 if n == 1 else 1} {'root' if n == 1 else 'dep'}")
-        return conllu("\n".join(rows))
-
     gold, system = words("abc a BX c", "def d EX f"), words("ab a b", "cd c d", "ef e f")
     g, s = align_words(read_conllu(gold.splitlines(True)), read_conllu(system.splitlines(True)))
     assert g.tolist() == [0, 2, 3, 5] and s.tolist() == [0, 2, 3, 5]
-    result = scores(gold, system)
-    assert prf(result["Words"]) == (4 / 6, 4 / 6, 4 / 6)
-    # ab (a b) against bc (b c) after a: a word-level token before a multiword one.
-    g, s = align_words(*(read_conllu(words(*t).splitlines(True)) for t in (["a", "bc b c", "d"], ["a", "b", "cd"])))
-    assert len(g) == 2  # a, and b inside the region of bc
+    assert prf(scores(gold, system)["Words"]) == (4 / 6, 4 / 6, 4 / 6)
+
+
+@pytest.mark.parametrize(
+    "gold, system, aligned",
+    [
+        (["a", "b", "c"], ["a", "b", "c"], 3),
+        (["abc a b c"], ["a", "b", "c"], 3),  # the multiword token's words found one by one
+        (["a", "bc b c", "d"], ["a", "b", "c", "d"], 4),
+        (["abcd a b c d"], ["ab a b", "cd c d"], 4),  # two system multiword tokens inside one gold one
+        (["abc a b c", "de d e"], ["a", "bcd b c d", "e"], 5),  # overlapping multiword tokens
+        (["abcd"], ["a", "b", "c", "d"], 0),  # no span in common
+        (["abc", "d"], ["a", "b", "c", "d"], 1),  # d
+        (["a", "bc", "d"], ["a", "b", "c", "d"], 2),  # a, d
+        (["a", "bc b c", "d"], ["a", "b", "cd"], 2),  # a; b in the region of bc (cd sticks out)
+        (["ab a b", "cd bc d"], ["a", "bc", "d"], 2),  # a and d by form; gold bc is no system word
+        (["a", "bc b c", "d"], ["ab AX BX", "cd CX a"], 1),  # one region; only a ~ the system's word a
+    ],
+)
+def test_word_alignment_counts(gold, system, aligned):
+    # Each count worked out from the rules: equal spans outside multiword regions, inside them a
+    # longest common subsequence of the lowercased forms.
+    result = scores(words(*gold), words(*system))
+    assert result["Words"].correct == aligned
 
 
 @pytest.mark.parametrize(
