@@ -29,11 +29,11 @@ import numpy as np
 from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, read_json, run_training, split_scores
 from .ablation import train_command as ablation_train_command
 from .bootstrap import paired_bootstrap_seeds
-from .provenance import code_changed_since, provenance
+from .provenance import code_fingerprint, provenance
 
 BOOTSTRAP_SEED = 0
 N_RESAMPLES = 10_000
-# The paths whose changes make an earlier run's results stale (`--reuse same-code`).
+# The paths whose contents make an earlier run's results stale when they change (`--reuse same-code`).
 TRAINING_CODE = ("spacy_pairatt", "configs", "setup.py")
 REUSE_POLICIES = ("same-code", "existing", "never")
 # Measured on 2 CPU cores (README, results/ablation.md): ~50 min per 800-step parser training
@@ -214,17 +214,14 @@ def count_docs(path: str) -> int:
 # -- runs ---------------------------------------------------------------------------------------
 
 
-def reusable(record: Optional[Dict], reuse: str) -> bool:
+def reusable(record: Optional[Dict], reuse: str, fingerprint: Optional[str]) -> bool:
     """Whether a results file written before stands: `existing` takes any, `never` none, and
-    `same-code` one written from clean code whose TRAINING_CODE has not changed since."""
+    `same-code` one written by the same TRAINING_CODE as now (`fingerprint`: `code_fingerprint`)."""
     if reuse not in REUSE_POLICIES:
         raise ValueError(f"reuse must be one of {REUSE_POLICIES}, got {reuse!r}")
     if record is None or reuse == "never":
         return False
-    code = record.get("provenance", {}).get("code", {})
-    return reuse == "existing" or (
-        code.get("dirty") is False and code_changed_since(code.get("commit"), TRAINING_CODE) is False
-    )
+    return reuse == "existing" or (fingerprint is not None and record.get("code_sha256") == fingerprint)
 
 
 @dataclass(frozen=True)
@@ -257,8 +254,9 @@ def run_data(run: Run, setup: Setup) -> Tuple[str, int, Optional[Dict]]:
 def run_command(run: Run, setup: Setup, train: str, steps: int) -> List[str]:
     row = TASKS[run.task].row(run.row)
     output = str(Path(setup.training_dir) / run.run_id)
-    command = ablation_train_command(row, train, setup.dev, output, steps, run.seed, setup.dev_limit,
-                                     gpu_id=setup.gpu_id)  # fmt: skip
+    command = ablation_train_command(
+        row, train, setup.dev, output, steps, run.seed, setup.dev_limit, gpu_id=setup.gpu_id
+    )
     if setup.encoder:
         command += ["--components.transformer.model.name", setup.encoder]
     return command
@@ -268,8 +266,8 @@ def train_run(run: Run, setup: Setup) -> Dict:
     """Train one run (unless an earlier training of it may be reused) and return its training record."""
     results = Path(setup.results_dir) / "runs"
     path = results / f"{run.run_id}.train.json"
-    record = read_json(path)
-    if reusable(record, setup.reuse):
+    record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
+    if reusable(record, setup.reuse, fingerprint):
         print(f"{run.run_id}: training reused ({path})")
         return record
     budget = setup.budget or TASKS[run.task].budget
@@ -286,7 +284,7 @@ def train_run(run: Run, setup: Setup) -> Dict:
         "n_train": n_train, "subset": subset, "steps": steps, "budget": {**asdict(budget), "rule": budget.rule()},
         "learn_rate": config_learn_rate(row.config), "dev_limit": setup.dev_limit, "command": " ".join(command),
         "train_seconds": seconds, "log": str(log), "model": str(Path(setup.training_dir) / run.run_id / "model-best"),
-        "provenance": provenance(seed=run.seed, started=started),
+        "code_sha256": fingerprint, "provenance": provenance(seed=run.seed, started=started),
     }  # fmt: skip
     results.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
@@ -336,8 +334,8 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
     records = []
     for run in runs:
         path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
-        record = read_json(path)
-        if reusable(record, setup.reuse):
+        record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
+        if reusable(record, setup.reuse, fingerprint):
             print(f"{run.run_id}: results reused ({path})")
             records.append(record)
             continue
@@ -348,6 +346,8 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
             "dev_scores": dev_scores(training["model"], TASKS[run.task]),
             "test": score_run(run, training, setup),
             "train_provenance": training["provenance"],
+            "train_code_sha256": training.get("code_sha256"),
+            "code_sha256": fingerprint,
             "provenance": provenance(seed=run.seed, started=started),
         }
         path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
@@ -484,13 +484,20 @@ def relation_rows(records: Sequence[Dict]) -> List[Dict]:
     for (dataset, n_train, label, domain), by_row in sorted(groups.items()):
         entry = {"dataset": dataset, "n_train": n_train, "size": label, "domain": domain, "rows": {}}
         for row, by_seed in by_row.items():
-            entry["rows"][row] = {"seeds": sorted(by_seed), "macro_f1": [by_seed[s] for s in sorted(by_seed)],
-                                  "mean": float(np.mean(list(by_seed.values())))}  # fmt: skip
+            entry["rows"][row] = {
+                "seeds": sorted(by_seed),
+                "macro_f1": [by_seed[s] for s in sorted(by_seed)],
+                "mean": float(np.mean(list(by_seed.values()))),
+            }
         shared = sorted(set(by_row.get("att", {})) & set(by_row.get("emb", {})))
         if shared:
             differences = [by_row["att"][s] - by_row["emb"][s] for s in shared]
-            entry["att_minus_emb"] = {"seeds": shared, "by_seed": differences, "mean": float(np.mean(differences)),
-                                      "ahead_in_every_seed": all(d > 0 for d in differences)}  # fmt: skip
+            entry["att_minus_emb"] = {
+                "seeds": shared,
+                "by_seed": differences,
+                "mean": float(np.mean(differences)),
+                "ahead_in_every_seed": all(d > 0 for d in differences),
+            }
         rows.append(entry)
     return rows
 
@@ -609,8 +616,10 @@ def relations_markdown(rows: Sequence[Dict]) -> str:
         by_seed = "–" if diff is None else ", ".join(f"{s}: {d:+.2f}" for s, d in zip(diff["seeds"], diff["by_seed"]))
         mean = "–" if diff is None else f"{diff['mean']:+.2f}"
         every = "–" if diff is None else ("yes" if diff["ahead_in_every_seed"] else "no")
-        lines.append(f"| {r['dataset']} | {sentences(r['n_train'], r['size'])} | {cells[0]} | {cells[1]} | {by_seed} | "
-                     f"{mean} | {every} |")  # fmt: skip
+        lines.append(
+            f"| {r['dataset']} | {sentences(r['n_train'], r['size'])} | {cells[0]} | {cells[1]} | {by_seed} | "
+            f"{mean} | {every} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -661,8 +670,10 @@ def curve_figure(points: Sequence[Dict]):
     figure = require_figure()(figsize=(10, 4), layout="constrained")
     for axis, (domain, metric, title) in zip(figure.subplots(1, 2), PANELS):
         for row, colour in ROW_COLOURS.items():
-            mine = sorted((p for p in points if (p["domain"], p["metric"], p["row"]) == (domain, metric, row)),
-                          key=lambda p: p["n_train"])  # fmt: skip
+            mine = sorted(
+                (p for p in points if (p["domain"], p["metric"], p["row"]) == (domain, metric, row)),
+                key=lambda p: p["n_train"],
+            )
             if not mine:
                 continue
             shift = JITTER[row]  # the rows' seed dots side by side, not on top of each other

@@ -84,7 +84,8 @@ def sizes_in_sentences(sizes: List[Optional[int]], train: str) -> Dict[Optional[
 
     n_train = {size: size for size in sizes if size is not None}
     if None in sizes:
-        n_train[None] = count_docs(train) if Path(train).exists() else 12_544  # EWT train
+        # before the corpus is converted its size is unknown: the cap (max_steps) is assumed
+        n_train[None] = count_docs(train) if Path(train).exists() else 10**9
     return n_train
 
 
@@ -99,7 +100,7 @@ def curve_table_cli(args) -> None:
             png=args.png,
             title=args.title,
             n_resamples=args.resamples,
-        )  # fmt: skip
+        )
     )
 
 

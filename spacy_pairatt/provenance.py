@@ -73,17 +73,19 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
     return {"commit": commit, "dirty": bool(paths), "dirty_paths": paths[:20]}
 
 
-def code_changed_since(commit: Optional[str], paths=CODE_PATHS, root: Path = SOURCE_ROOT) -> Optional[bool]:
-    """Whether `paths` differ now from `commit`: False only when the checkout is clean there and the
-    commits between change none of them; None when git cannot tell (no checkout, unknown commit)."""
-    current = code_version(root)
-    if commit is None or current["commit"] is None:
+def code_fingerprint(paths=CODE_PATHS, root: Path = SOURCE_ROOT) -> Optional[str]:
+    """SHA-256 over the names and contents of the files under `paths` that git tracks or would track,
+    as they are in the working tree: the code a run used, committed or not (two runs with the same
+    fingerprint ran the same code). None outside a git checkout."""
+    listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths)
+    if listed is None:
         return None
-    status = _git(root, "status", "--porcelain", "--untracked-files=normal", "--", *paths)
-    diff = _git(root, "diff", "--name-only", commit, current["commit"], "--", *paths)
-    if status is None or diff is None:
-        return None
-    return bool(status.strip() or diff.strip())
+    digest = hashlib.sha256()
+    for name in sorted(set(filter(None, listed.split("\0")))):
+        path = root / name
+        if path.is_file():  # a tracked file deleted in the working tree is left out
+            digest.update(name.encode("utf8") + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def _git(root: Path, *args: str) -> Optional[str]:

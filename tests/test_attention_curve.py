@@ -27,7 +27,7 @@ from spacy_pairatt.attention_curve import (
     write_subsets,
 )
 from spacy_pairatt.cli import main
-from spacy_pairatt.provenance import code_changed_since
+from spacy_pairatt.provenance import code_fingerprint
 
 # -- subsets, budgets, commands -----------------------------------------------------------------
 
@@ -137,38 +137,40 @@ def git(root, *args):
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_code_changed_since_reads_the_training_code_only(tmp_path):
+def test_code_fingerprint_follows_the_code_committed_or_not(tmp_path, tmp_path_factory):
     git(tmp_path, "init", "-q")
-    git(tmp_path, "config", "user.email", "t@example.com")
-    git(tmp_path, "config", "user.name", "t")
-    (tmp_path / "setup.py").write_text("")
+    (tmp_path / ".gitignore").write_text("__pycache__/\n")
     (tmp_path / "spacy_pairatt").mkdir()
     (tmp_path / "spacy_pairatt" / "x.py").write_text("a = 1\n")
     (tmp_path / "notes.md").write_text("notes\n")
     git(tmp_path, "add", ".")
-    git(tmp_path, "commit", "-q", "-m", "one")
-    first = git(tmp_path, "rev-parse", "HEAD")
-    paths = ("spacy_pairatt", "setup.py")
-    assert code_changed_since(first, paths, tmp_path) is False
-    (tmp_path / "notes.md").write_text("more notes\n")
-    git(tmp_path, "commit", "-q", "-am", "docs only")
-    assert code_changed_since(first, paths, tmp_path) is False
-    (tmp_path / "spacy_pairatt" / "x.py").write_text("a = 2\n")
-    assert code_changed_since(first, paths, tmp_path) is True  # uncommitted
-    git(tmp_path, "commit", "-q", "-am", "code")
-    assert code_changed_since(first, paths, tmp_path) is True  # committed since
-    assert code_changed_since(git(tmp_path, "rev-parse", "HEAD"), paths, tmp_path) is False
-    assert code_changed_since(None, paths, tmp_path) is None
-    assert code_changed_since("0" * 40, paths, tmp_path) is None
+
+    def fingerprint():
+        return code_fingerprint(("spacy_pairatt", "setup.py"), tmp_path)
+
+    first = fingerprint()
+    assert first is not None and fingerprint() == first
+    (tmp_path / "notes.md").write_text("more notes\n")  # outside the paths
+    (tmp_path / "spacy_pairatt" / "__pycache__").mkdir()  # ignored by git
+    (tmp_path / "spacy_pairatt" / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    assert fingerprint() == first
+    (tmp_path / "spacy_pairatt" / "x.py").write_text("a = 2\n")  # an edit, not committed
+    assert fingerprint() != first
+    (tmp_path / "spacy_pairatt" / "x.py").write_text("a = 1\n")
+    assert fingerprint() == first
+    (tmp_path / "spacy_pairatt" / "y.py").write_text("")  # a new file git would track
+    assert fingerprint() != first
+    assert code_fingerprint(("spacy_pairatt",), tmp_path_factory.mktemp("not_a_checkout")) is None
 
 
 def test_reuse_policies():
-    dirty = {"provenance": {"code": {"commit": "abc", "dirty": True}}}
-    assert reusable(dirty, "existing") and not reusable(dirty, "same-code") and not reusable(dirty, "never")
-    assert not reusable(None, "existing")
-    assert not reusable({"provenance": {"code": {"commit": None, "dirty": None}}}, "same-code")
+    record = {"code_sha256": "abc"}
+    assert reusable(record, "same-code", "abc") and not reusable(record, "same-code", "abd")
+    assert not reusable(record, "same-code", None) and not reusable({}, "same-code", None)
+    assert reusable(record, "existing", "abd") and not reusable(record, "never", "abc")
+    assert not reusable(None, "existing", "abc")
     with pytest.raises(ValueError, match="reuse must be one of"):
-        reusable(dirty, "sometimes")
+        reusable(record, "sometimes", "abc")
 
 
 # -- table and picture from synthetic runs ------------------------------------------------------
