@@ -13,6 +13,7 @@ results files, when they were made (their provenance's date, else the date git c
 """
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +25,6 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 from .evaluation import percent, replace_marked_block, results_table
 
 DOC_FILES = ("README.md", "docs/*.md")
-MARKER = "<!-- {}:start -->"
 
 
 @dataclass(frozen=True)
@@ -660,8 +660,6 @@ def doc_files(root: Path) -> List[Path]:
 
 def marked_names(text: str) -> List[str]:
     """The NAMEs of the `<!-- NAME:start -->` markers in `text`, in order."""
-    import re
-
     return re.findall(r"<!-- ([\w-]+):start -->", text)
 
 
@@ -688,8 +686,6 @@ def regenerate(root: Path = Path("."), check: bool = False) -> List[str]:
 
 def outside_blocks(text: str) -> str:
     """`text` without its generated blocks (markers kept)."""
-    import re
-
     return re.sub(r"(<!-- ([\w-]+):start -->).*?(<!-- \2:end -->)", r"\1\3", text, flags=re.S)
 
 
@@ -704,8 +700,6 @@ README_NAMES = (
 
 def figures_outside_blocks(text: str) -> List[str]:
     """Lines of `text` that show a digit outside generated blocks, code, links and `README_NAMES`."""
-    import re
-
     text = outside_blocks(text)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)

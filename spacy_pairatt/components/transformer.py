@@ -5,7 +5,8 @@ longest window in *wordpieces*. With attention output that padding is quadratic:
 sentence of 337 wordpieces (a URL, an e-mail address) padded its 63 neighbours' attention to
 337 x 337 per layer and head, about 2 GB for the batch, and made parsing EWT test 40% slower.
 Grouping by the wordpieces of each Doc's longest window, with no window padded to more than
-twice its length, keeps such Docs together. Same config,
+twice its length, keeps such Docs together. Its spans are also cut to fit the encoder's positions
+(span_getters.WordpieceBoundedSpans), so no token is left without wordpieces. Same config,
 model and weights as `transformer`; every listener works unchanged.
 
 In training, its listeners' gradients may also carry attention gradients (one array per layer):
@@ -35,6 +36,7 @@ from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
 from transformers import AutoModel
 
 from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
+from ..span_getters import WordpieceBoundedSpans
 
 
 @Language.factory(
@@ -92,6 +94,11 @@ def restore_attention_implementation(model: Model, requested: Optional[str]) -> 
 
 
 class WordpieceBatchedTransformer(Transformer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.model.attrs["get_spans"], WordpieceBoundedSpans):
+            self.model.attrs["get_spans"] = WordpieceBoundedSpans(self.model.attrs["get_spans"], self.model)
+
     def from_bytes(self, bytes_data, *, exclude=tuple()):
         requested = self.model._init_transformer_config.get("attn_implementation")
         super().from_bytes(bytes_data, exclude=exclude)
