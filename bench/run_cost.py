@@ -1,0 +1,72 @@
+"""Wall time and peak memory of one command (a training run), with provenance, as a results JSON.
+
+The peak RSS is the kernel's `ru_maxrss` of the finished children, the figure `/usr/bin/time -v`
+prints as "Maximum resident set size": the largest single process of the command's tree, not a
+sum. The command's own output passes through unchanged.
+
+    python bench/run_cost.py --output results/train_pairatt_cost.json --log results/train_pairatt.log \
+        -- python -m spacy train configs/parser_minilm.cfg --output training/pairatt
+"""
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from spacy_pairatt.provenance import provenance  # noqa: E402
+
+
+def run(command, log: Optional[Path]) -> int:
+    """Run `command`; with `log`, its output goes to the terminal and to `log` as it comes."""
+    if log is None:
+        return subprocess.call(command)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("w", encoding="utf8") as sink, subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf8", errors="replace"
+    ) as process:
+        for line in process.stdout:
+            sys.stdout.write(line)
+            sink.write(line)
+        return process.wait()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", required=True, help="results JSON to write when the command succeeds")
+    parser.add_argument("--seed", type=int, help="the seed the command's result depends on, if any")
+    parser.add_argument("--log", help="also write the command's output (stdout and stderr) to this file")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given (put it after --)")
+    started = time.time()
+    returncode = run(command, Path(args.log) if args.log else None)
+    if returncode != 0:
+        print(f"run_cost: {shlex.join(command)} failed with exit status {returncode}; {args.output} not written", file=sys.stderr)
+        return returncode
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = {
+        "command": shlex.join(command),
+        "wall_seconds": round(time.time() - started, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+        "provenance": provenance(seed=args.seed, started=started, command=shlex.join(command)),
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
+    print(json.dumps({k: v for k, v in result.items() if k != "provenance"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
