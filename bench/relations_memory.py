@@ -13,6 +13,7 @@ process's peak RSS while `nlp(doc)` runs (VmHWM, reset just before) less its RSS
 import argparse
 import gc
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -97,6 +98,7 @@ def child(n_entities: int) -> Dict:
         "peak_rss_growth_mb": peak - before,
         "relations_written": len(doc._.relations),
         "torch_threads": torch.get_num_threads(),
+        "load_average_1min_after": os.getloadavg()[0],  # other work on the machine slows the timing
     }
 
 
