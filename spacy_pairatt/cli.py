@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .attention_curve_cli import add_commands as add_curve_commands
+from .tokenizer_cli import add_commands as add_tokenizer_commands
 
 
 def fetch_ud(args) -> None:
@@ -594,6 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ablation_tabulate.set_defaults(func=ablation)
     add_curve_commands(commands)
+    add_tokenizer_commands(commands)
     return parser
 
 
