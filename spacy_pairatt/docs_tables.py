@@ -51,6 +51,10 @@ CODE_CHANGES = (
         "2026-11-25T09:49:34+00:00", "52bb9f7", "the batched torch feature path and the compiled MST decoder",
         frozenset({"parser", "bench", "relations", "probe"}),
     ),
+    CodeChange(
+        "2026-11-25T13:08:53+00:00", "522d06f", "the attention in width buckets and chunks padded at most twofold",
+        frozenset({"parser", "bench"}),
+    ),
 )  # fmt: skip
 
 
