@@ -38,7 +38,7 @@ class CodeChange:
 
 
 # The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "transition" (spaCy's
-# transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe".
+# transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval).
 CODE_CHANGES = (
     CodeChange(
         "2026-11-22T17:45:16+00:00", "64036e9", "labels scored on decoded arcs and dropout off at inference",
@@ -203,6 +203,17 @@ def compare_block(results: Results) -> str:
 def segmentation_block(results: Results) -> str:
     """pairatt_parser on 10-sentence dev Docs with each sentence source (docs/parser.md)."""
     return evaluation_block(results, SEGMENTATION_ROWS, "python -m spacy project run evaluate")
+
+
+@block("tokenizer")
+def tokenizer_block(results: Results) -> str:
+    """spaCy's English tokenizer and the UD English one on EWT: F1, rule effects (docs/ud_pipeline.md)."""
+    from .tokenizer_eval import tokenizer_tables
+
+    path = "results/tokenizer_ewt.json"
+    result = results.json(path)
+    table = tokenizer_tables(result) + "\n" if result else ""
+    return table + source_note(results, [(path, "tokenizer")], "python -m spacy project run tokenizer-ewt")
 
 
 RELATION_FILES = tuple(

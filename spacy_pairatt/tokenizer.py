@@ -3,9 +3,9 @@
 Two parts. `multiword_tokens` says which spaCy tokens written together UD makes one token of
 several words (`don't` = `do` + `n't`, `company's` = `company` + `'s`), so that the CoNLL-U writer
 can give them a multiword token line. `ud_english_tokenizer` is spaCy's English tokenizer with the
-rules of `RULES`, each a change where spaCy splits text differently from EWT's annotation; each was
-checked on EWT train and kept only where it raised Tokens or Words F1 on train and on dev
-(`python -m spacy_pairatt tokenizer-eval`, results/tokenizer_ewt.md).
+rules of `RULES`, each a change where spaCy splits text differently from EWT's annotation, read off
+EWT train and kept only where it raised both Tokens and Words F1 on train and on dev (`python -m
+spacy_pairatt tokenizer-eval`, results/tokenizer_ewt.md).
 """
 
 import re

@@ -122,11 +122,11 @@ def disagreements(gold: Treebank, system: Treebank) -> Counter:
 # What a disagreement is about, tried in order on its text (the tokens joined without spaces).
 DISAGREEMENT_KINDS = (
     ("URL or e-mail address", re.compile(r"https?:|www\.|\w@\w")),
+    ("punctuation only", re.compile(r"^[\W_]+$")),
     ("apostrophe (contraction, possessive, quote)", re.compile(r"['’`]")),
     ("hyphen or dash", re.compile(r"[-–—]")),
     ("slash", re.compile(r"/")),
     ("brackets", re.compile(r"[()\[\]{}<>]")),
-    ("punctuation only", re.compile(r"^[^\w]+$")),
     ("word and period", re.compile(r"\w\.$")),
     ("digits and letters", re.compile(r"\d[^\W\d_]|[^\W\d_]\d")),
 )

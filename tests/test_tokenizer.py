@@ -17,6 +17,7 @@ from spacy_pairatt.cli import main
 from spacy_pairatt.tokenizer import RULES, multiword_tokens, ud_english_tokenizer
 from spacy_pairatt.tokenizer_eval import (
     STOCK,
+    disagreement_kind,
     disagreements,
     evaluate_tokenizers,
     rule_pipeline,
@@ -131,6 +132,25 @@ def test_disagreements_are_the_stretches_tokenized_differently():
     )
     system = read_conllu(words_as_tokens.splitlines())
     assert disagreements(gold, system) == {("don't", "do n't"): 1, ("it's", "it 's"): 1, ("gonna", "gon na"): 1}
+
+
+@pytest.mark.parametrize(
+    "gold_tokens, kind",
+    [
+        ("! ! !", "punctuation only"),
+        ("____", "punctuation only"),
+        ("don't", "apostrophe (contraction, possessive, quote)"),
+        ("e-mail", "hyphen or dash"),
+        ("and / or", "slash"),
+        ("account ( s", "brackets"),
+        ("etc.", "word and period"),
+        ("7:30 PM", "digits and letters"),
+        ("http://x.org/a-b", "URL or e-mail address"),
+        ("a lot", "other"),
+    ],
+)
+def test_disagreement_kinds(gold_tokens, kind):
+    assert disagreement_kind(gold_tokens) == kind
 
 
 def test_the_config_names_the_registered_tokenizer_and_a_saved_pipeline_keeps_it(tmp_path):
