@@ -14,6 +14,7 @@ from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main
+from spacy_pairatt.parsing import parse_stream
 from spacy_pairatt.tokenizer import RULES, multiword_tokens, ud_english_tokenizer
 from spacy_pairatt.tokenizer_eval import (
     STOCK,
@@ -123,6 +124,10 @@ def test_multiword_lines_give_tokens_f1_100_on_a_gold_example_with_contractions(
         "I", "do", "n't", "think", "it", "'s", "gon", "na", "rain", ".",
     ]  # fmt: skip
     assert len(conllu.parse(system)[0].filter(id=lambda token_id: isinstance(token_id, int))) == 10
+    # and `parse --input-format conllu` reads it as its words and writes it again unchanged
+    again = io.StringIO()
+    parse_stream(tokenizer_pipeline(CONFIG), io.BytesIO(system.encode("utf8")), again, input_format="conllu")
+    assert again.getvalue() == system
 
 
 def test_disagreements_are_the_stretches_tokenized_differently():
