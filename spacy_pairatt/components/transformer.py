@@ -201,7 +201,7 @@ class WordpieceBatchedTransformer(Transformer):
         """Indices of `docs` grouped by wordpiece width (`padded_groups`), each group one forward pass.
 
         One pass over a whole training batch padded every window to the batch's widest: a batch
-        of 133 short sentences with one long URL took 2.7 GB and 16 s. Empty Docs join the first
+        of 133 short sentences with one long URL grew the peak RSS by 2.7 GB. Empty Docs join the first
         group (spacy-transformers gives them empty output there).
         """
         filled = [index for index, doc in enumerate(docs) if len(doc)]
