@@ -79,7 +79,7 @@ def ptb(args) -> None:
 
 
 def mlm_adapt(args) -> None:
-    from .encoders import minilm_path
+    from .core.encoders import minilm_path
     from .mlm import adapt_encoder, read_sentences
     from .parsing import ParseCommandError
 

@@ -441,7 +441,7 @@ def attention_gradient_limit(results: Results) -> str:
 
 
 def unsegmented_limit(results: Results) -> str:
-    from .features import MAX_UNSEGMENTED_TOKENS
+    from .core.features import MAX_UNSEGMENTED_TOKENS
 
     return (
         "Every sentence is one tree, whatever its length; memory grows with the square of its tokens (the "

@@ -11,9 +11,9 @@ from typing import Dict, List, Optional
 import spacy
 from spacy.training import Corpus, Example
 
-from .decoding import DECODERS
+from .components.scoring import arc_counts, score_parse
+from .core.decoding import DECODERS
 from .provenance import model_provenance, provenance
-from .scoring import arc_counts, score_parse
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
 

@@ -230,9 +230,9 @@ def semeval_sentence(path: Path, sentence_id: str) -> str:
 def relation_picture(tagged: str, maps: Sequence[MapSpec], output: Path, encoder: Optional[str] = None) -> Path:
     """Fig. 4: the maps for a sentence with <e1>..</e1> and <e2>..</e2>, entity tokens in red and
     the e1 x e2 and e2 x e1 blocks boxed."""
+    from .core.doc_relations import register_relations_extension
     from .corpora.semeval import make_example_doc
     from .relation_metrics import OTHER
-    from .relations import register_relations_extension
 
     register_relations_extension()
     nlp = frozen_encoder(encoder)

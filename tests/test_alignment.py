@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_pairatt.alignment import (
+from spacy_pairatt.core.alignment import (
     DocAlignments,
     Groups,
     WordAttention,
@@ -16,7 +16,7 @@ from spacy_pairatt.alignment import (
     pool_hidden,
     stack_windows,
 )
-from spacy_pairatt.features import entity_groups
+from spacy_pairatt.core.features import entity_groups
 
 
 def ragged(token_wordpieces):

@@ -12,10 +12,10 @@ from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 from torch import nn
 
-from spacy_pairatt.features import MissingAttentionError
+from spacy_pairatt.components.scoring import sentence_is_one_tree
+from spacy_pairatt.core.features import MissingAttentionError
+from spacy_pairatt.core.objectives import arc_log_scores
 from spacy_pairatt.layers.pair_scorer import torch_module
-from spacy_pairatt.objectives import arc_log_scores
-from spacy_pairatt.scoring import sentence_is_one_tree
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It didn't even look back!",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import UD_DIR
 
-from spacy_pairatt.features import sentence_features
+from spacy_pairatt.core.features import sentence_features
 from spacy_pairatt.probing import (
     PairFeatureLayout,
     all_candidate_pairs,

@@ -11,9 +11,9 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
+from spacy_pairatt.core.doc_relations import Relation, entity_mentions, register_relations_extension
 from spacy_pairatt.corpora.readers import with_candidate_spans
 from spacy_pairatt.corpora.semeval import TRAIN_FILE, read_semeval
-from spacy_pairatt.relations import Relation, entity_mentions, register_relations_extension
 
 SEMEVAL_DIR = DATA / "semeval2010_task8"
 
@@ -308,7 +308,7 @@ def test_dev_corpus_is_checked_like_the_training_corpus(tiny_bert_dir, tmp_path)
 
 
 def test_distinct_entities_merges_spans_with_the_same_offsets():
-    from spacy_pairatt.relations import distinct_entities
+    from spacy_pairatt.core.doc_relations import distinct_entities
 
     doc = spacy.blank("en")("a b c d e f")
     spans = [Span(doc, 4, 5, "X", span_id="B"), Span(doc, 0, 1, "X"), Span(doc, 0, 1, "X", span_id="A")]

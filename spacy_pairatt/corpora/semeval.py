@@ -22,8 +22,8 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
 
+from ..core.doc_relations import Relation, register_relations_extension
 from ..relation_metrics import OTHER, semeval_official_scores
-from ..relations import Relation, register_relations_extension
 from .files import fetch_checked, write_docbins
 
 ENTITY_LABEL = "ENTITY"

@@ -17,8 +17,8 @@ from spacy.pipeline.dep_parser import parser_score
 from spacy.scorer import Scorer
 from spacy.training import Example
 
-from .decoding import is_single_rooted_tree
-from .relations import register_relations_extension
+from ..core.decoding import is_single_rooted_tree
+from ..core.doc_relations import register_relations_extension
 
 
 def lowercase_dep(token, attr: str) -> str:
