@@ -57,8 +57,8 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
-from spacy_pairatt import parsing
 from spacy_pairatt.cli import main as cli_main
+from spacy_pairatt.parse_files import parsing
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("hangs", "tracebacks", "documents_lost", "wrong_outcomes", "invalid_outputs")

@@ -10,8 +10,10 @@ import spacy
 from conftest import UD_DIR, read_conllu_sentences
 from spacy.tokens import Doc, DocBin
 
-from spacy_pairatt.ablation import EMBEDDINGS_ONLY
-from spacy_pairatt.attention_curve import (
+from spacy_pairatt.cli import main
+from spacy_pairatt.provenance import code_fingerprint
+from spacy_pairatt.study.ablation import EMBEDDINGS_ONLY
+from spacy_pairatt.study.attention_curve import (
     REL_NO_ATTENTION,
     TASKS,
     Budget,
@@ -26,8 +28,6 @@ from spacy_pairatt.attention_curve import (
     write_curve_table,
     write_subsets,
 )
-from spacy_pairatt.cli import main
-from spacy_pairatt.provenance import code_fingerprint
 
 # -- subsets, budgets, commands -----------------------------------------------------------------
 

@@ -7,8 +7,8 @@ import re
 import pytest
 from conftest import REPO
 
-from spacy_pairatt import docs_tables
-from spacy_pairatt.docs_tables import (
+from spacy_pairatt.release import docs_tables
+from spacy_pairatt.release.docs_tables import (
     BLOCKS,
     Results,
     doc_files,
@@ -136,7 +136,7 @@ def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypat
 
 
 def test_the_relations_tables_say_which_data_set_they_are():
-    from spacy_pairatt.relation_evaluation import relations_table
+    from spacy_pairatt.evaluation.relation_eval import relations_table
 
     rows = [
         ("r", json.loads((REPO / "results" / "relations" / name).read_text(encoding="utf8")))

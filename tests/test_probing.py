@@ -8,7 +8,7 @@ import pytest
 from conftest import UD_DIR
 
 from spacy_pairatt.core.features import sentence_features
-from spacy_pairatt.probing import (
+from spacy_pairatt.study.probing import (
     PairFeatureLayout,
     all_candidate_pairs,
     encode,

@@ -80,8 +80,8 @@ def ptb(args) -> None:
 
 def mlm_adapt(args) -> None:
     from ..core.encoders import minilm_path
-    from ..mlm import adapt_encoder, read_sentences
-    from ..parsing import ParseCommandError
+    from ..parse_files.parsing import ParseCommandError
+    from ..study.mlm import adapt_encoder, read_sentences
 
     try:
         sentences = read_sentences(Path(args.train_text))
@@ -119,7 +119,7 @@ def convert_relation_data(args) -> None:
 
 
 def evaluate(args) -> None:
-    from ..evaluation import evaluate_pipeline, write_json
+    from ..evaluation.parser_eval import evaluate_pipeline, write_json
 
     try:
         result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder)
@@ -129,8 +129,8 @@ def evaluate(args) -> None:
 
 
 def evaluate_relations(args) -> None:
-    from ..evaluation import write_json
-    from ..relation_evaluation import evaluate_docred, evaluate_semeval
+    from ..evaluation.parser_eval import write_json
+    from ..evaluation.relation_eval import evaluate_docred, evaluate_semeval
 
     if args.command == "semeval-evaluate":
         result = evaluate_semeval(args.model, args.data)
@@ -143,8 +143,8 @@ def relations_table(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
-    from ..evaluation import replace_marked_block, write_json
-    from ..relation_evaluation import relations_table as tabulate
+    from ..evaluation.parser_eval import replace_marked_block, write_json
+    from ..evaluation.relation_eval import relations_table as tabulate
 
     rows = []
     for spec in args.results:
@@ -170,7 +170,7 @@ def table(args) -> None:
     """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
     import json
 
-    from ..evaluation import replace_marked_block, results_table
+    from ..evaluation.parser_eval import replace_marked_block, results_table
 
     rows = []
     for spec in args.results:
@@ -189,8 +189,8 @@ def table(args) -> None:
 
 def docs_tables(args) -> None:
     """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
-    from ..docs_tables import measure_footprint, regenerate
-    from ..evaluation import write_json
+    from ..evaluation.parser_eval import write_json
+    from ..release.docs_tables import measure_footprint, regenerate
 
     root = Path(args.root)
     if args.measure_footprint:
@@ -206,20 +206,20 @@ def docs_tables(args) -> None:
 
 
 def assemble(args) -> None:
-    from ..packaging import assemble_pipeline
+    from ..release.packaging import assemble_pipeline
 
     assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version)
 
 
 def demo(args) -> None:
-    from ..packaging import parse_examples
+    from ..release.packaging import parse_examples
 
     parse_examples(args.model, args.output, args.text or None)
 
 
 def parse(args) -> None:
     """One process (nlp.pipe, --n-process) or, with --scheduler / --dask-workers, Dask shards."""
-    from ..parsing import ParseCommandError, parse_file
+    from ..parse_files.parsing import ParseCommandError, parse_file
 
     options = {
         "input_format": args.input_format,
@@ -229,7 +229,7 @@ def parse(args) -> None:
     }
     try:
         if args.scheduler or args.dask_workers is not None:
-            from ..distributed import parse_shards
+            from ..parse_files.distributed import parse_shards
 
             if args.n_process != 1:
                 raise ParseCommandError("--n-process is for one machine; with Dask, workers parse the shards")
@@ -251,7 +251,7 @@ def parse(args) -> None:
 
 def ud_eval(args) -> None:
     """CoNLL 2018 shared task scores of a system CoNLL-U file against a gold one (see docs/ud_pipeline.md)."""
-    from ..ud_eval import UDEvalError, evaluate_files, scores_table, write_results
+    from ..evaluation.ud_eval import UDEvalError, evaluate_files, scores_table, write_results
 
     try:
         scores = evaluate_files(args.gold, args.system)
@@ -264,7 +264,7 @@ def ud_eval(args) -> None:
 
 def ud_text(args) -> None:
     """The raw text of a CoNLL-U file's documents, one a line, for `parse` from raw text."""
-    from ..ud_eval import document_texts
+    from ..evaluation.ud_eval import document_texts
 
     with open(args.conllu, encoding="utf8") as file:
         try:
@@ -289,7 +289,7 @@ def command_line() -> str:
 
 def probe(args) -> None:
     """Probe a frozen encoder's pair features for dependency arcs (see docs/probing.md)."""
-    from ..probing import run_probe, write_probe_report
+    from ..study.probing import run_probe, write_probe_report
 
     try:
         result = run_probe(
@@ -304,7 +304,7 @@ def probe(args) -> None:
             args.threads,
         )
         if args.importance_png:
-            from ..visualize import plot_attention_gain
+            from ..study.visualize import plot_attention_gain
 
             plot_attention_gain(result["probes"]["both"]["importance"], Path(args.importance_png))
     except (ImportError, ValueError, FileNotFoundError) as error:
@@ -314,8 +314,8 @@ def probe(args) -> None:
 
 def visualize(args) -> None:
     """attention / relation maps, a displaCy parse, or training curves (see docs/probing.md)."""
-    from .. import visualize as pictures
-    from ..probing import PICTURE_BLOCKS
+    from ..study import visualize as pictures
+    from ..study.probing import PICTURE_BLOCKS
 
     output = Path(args.output)
     try:
@@ -346,7 +346,7 @@ def visualize(args) -> None:
 
 def ablation(args) -> None:
     """Train and score the Table 1 rows on one dataset, or tabulate them (see docs/ablation.md)."""
-    from ..ablation import run_ablation, write_ablation_table
+    from ..study.ablation import run_ablation, write_ablation_table
 
     try:
         if args.command == "ablation-run":

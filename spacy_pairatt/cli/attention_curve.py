@@ -37,7 +37,7 @@ def named_path(text: str) -> List[str]:
 
 
 def curve_subsets_cli(args) -> None:
-    from ..attention_curve import write_subsets
+    from ..study.attention_curve import write_subsets
 
     sizes = sorted({size for size in args.sizes if size is not None})  # "full" needs no subset
     with one_line_errors(args):
@@ -47,7 +47,7 @@ def curve_subsets_cli(args) -> None:
 
 
 def curve_run_cli(args) -> None:
-    from ..attention_curve import TASKS, Budget, Setup, estimate_cpu_seconds, plan_runs, run_command, run_curve
+    from ..study.attention_curve import TASKS, Budget, Setup, estimate_cpu_seconds, plan_runs, run_command, run_curve
 
     default = TASKS[args.task].budget
     if None in args.sizes and any(size is not None for size in args.sizes) and not args.subsets:
@@ -80,7 +80,7 @@ def curve_run_cli(args) -> None:
 def sizes_in_sentences(sizes: List[Optional[int]], train: str) -> Dict[Optional[int], int]:
     from pathlib import Path
 
-    from ..attention_curve import count_docs
+    from ..study.attention_curve import count_docs
 
     n_train = {size: size for size in sizes if size is not None}
     if None in sizes:
@@ -90,7 +90,7 @@ def sizes_in_sentences(sizes: List[Optional[int]], train: str) -> Dict[Optional[
 
 
 def curve_table_cli(args) -> None:
-    from ..attention_curve import write_curve_table
+    from ..study.attention_curve import write_curve_table
 
     print(
         write_curve_table(

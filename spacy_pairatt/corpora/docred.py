@@ -22,7 +22,7 @@ from spacy.training import Example
 from spacy.vocab import Vocab
 
 from ..core.doc_relations import Relation, entity_mentions, register_relations_extension
-from ..relation_metrics import docred_scores
+from ..evaluation.relation_metrics import docred_scores
 from .files import fetch_checked, write_docbins
 
 SPANS_KEY = "entities"

@@ -23,7 +23,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from ..core.doc_relations import Relation, register_relations_extension
-from ..relation_metrics import OTHER, semeval_official_scores
+from ..evaluation.relation_metrics import OTHER, semeval_official_scores
 from .files import fetch_checked, write_docbins
 
 ENTITY_LABEL = "ENTITY"

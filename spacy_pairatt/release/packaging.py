@@ -11,7 +11,7 @@ from spacy import displacy
 from spacy.cli.package import generate_readme
 from spacy.util import get_minor_version_range
 
-from .about import __version__
+from ..about import __version__
 from .docs_tables import model_card_notes
 
 EXAMPLE_TEXTS = [

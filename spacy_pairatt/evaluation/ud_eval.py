@@ -539,7 +539,7 @@ def document_texts(lines: Iterable[str]) -> List[str]:
 
 
 def write_results(scores: Dict[str, Score], gold_path, system_path, output) -> None:
-    from .provenance import provenance
+    from ..provenance import provenance
 
     result = {"gold": str(gold_path), "system": str(system_path), "metrics": scores_dict(scores)}
     result["provenance"] = provenance()

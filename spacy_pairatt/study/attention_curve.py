@@ -26,10 +26,10 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..provenance import code_fingerprint, provenance
 from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, read_json, run_training, split_scores
 from .ablation import train_command as ablation_train_command
 from .bootstrap import paired_bootstrap_seeds
-from .provenance import code_fingerprint, provenance
 
 BOOTSTRAP_SEED = 0
 N_RESAMPLES = 10_000
@@ -300,8 +300,8 @@ def dev_scores(model: str, task: Task) -> Dict[str, Optional[float]]:
 
 def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     """Score one trained run on each test set once; returns {domain: scores in percent}."""
-    from .evaluation import evaluate_pipeline, write_json
-    from .relation_evaluation import evaluate_semeval
+    from ..evaluation.parser_eval import evaluate_pipeline, write_json
+    from ..evaluation.relation_eval import evaluate_semeval
 
     evaluations = Path(setup.results_dir) / "evaluations"
     scores = {}

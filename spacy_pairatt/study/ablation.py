@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..provenance import provenance
 from .bootstrap import paired_bootstrap
-from .provenance import provenance
 
 PAPER = "Meng et al. 2019, Table 1: BERT-base, full PTB (Stanford dependencies), UAS/LAS without punctuation"
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
@@ -179,7 +179,7 @@ def run_ablation(
     model-best on dev and on test once, into `results_dir`/{training}_train.json and {key}_{split}.json,
     with test's per-document arc counts in {key}_test_arcs.json. `train_models=False` re-scores
     models trained before (after a change to the scoring, say) without training again."""
-    from .evaluation import evaluate_pipeline, write_json
+    from ..evaluation.parser_eval import evaluate_pipeline, write_json
 
     selected = select_rows(rows)
     if adapted_encoder and not Path(adapted_encoder).is_dir():

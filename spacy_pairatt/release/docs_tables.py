@@ -22,7 +22,7 @@ from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
-from .evaluation import percent, replace_marked_block, results_table
+from ..evaluation.parser_eval import percent, replace_marked_block, results_table
 
 DOC_FILES = ("README.md", "docs/*.md")
 
@@ -213,7 +213,7 @@ RELATION_FILES = tuple(
 @block("relations")
 def relations_block(results: Results) -> str:
     """SemEval and Re-DocRED tables, and what attention features add (docs/relations.md)."""
-    from .relation_evaluation import relations_table
+    from ..evaluation.relation_eval import relations_table
 
     rows = [("pairatt_rel", results.json(path)) for path in RELATION_FILES if results.json(path) is not None]
     gaps = [
@@ -289,7 +289,7 @@ def ablation_sources(results: Results) -> List[Tuple[str, str]]:
 @block("ablation")
 def ablation_block(results: Results) -> str:
     """Table 1 on both datasets, the orderings and the spread over seeds (docs/ablation.md)."""
-    from .ablation import DATASETS, dataset_markdown, seed_spread_markdown, verdict_text
+    from ..study.ablation import DATASETS, dataset_markdown, seed_spread_markdown, verdict_text
 
     table = results.json("results/ablation.json")
     note = source_note(results, ablation_sources(results), "python -m spacy project run ablation")
@@ -441,7 +441,7 @@ def attention_gradient_limit(results: Results) -> str:
 
 
 def unsegmented_limit(results: Results) -> str:
-    from .core.features import MAX_UNSEGMENTED_TOKENS
+    from ..core.features import MAX_UNSEGMENTED_TOKENS
 
     return (
         "Every sentence is one tree, whatever its length; memory grows with the square of its tokens (the "
@@ -536,7 +536,7 @@ def stack_bytes(name: str = "spacy-pairatt") -> Tuple[int, List[str]]:
 
 def measure_footprint(root: Path) -> Dict:
     """results/footprint.json: disk of the installed stack and of the project's data and trained models."""
-    from .provenance import provenance
+    from ..provenance import provenance
 
     stack, names = stack_bytes()
     folders = {}

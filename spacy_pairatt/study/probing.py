@@ -28,9 +28,9 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
-from .core.encoders import minilm_path
-from .core.features import UnitFeatures, sentence_features
-from .provenance import library_versions, provenance
+from ..core.encoders import minilm_path
+from ..core.features import UnitFeatures, sentence_features
+from ..provenance import library_versions, provenance
 
 PARTS = ("T_i", "T_j", "a_ij", "a_ji")
 ATTENTION_PARTS = ("a_ij", "a_ji")

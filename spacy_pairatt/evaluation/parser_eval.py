@@ -11,9 +11,9 @@ from typing import Dict, List, Optional
 import spacy
 from spacy.training import Corpus, Example
 
-from .components.scoring import arc_counts, score_parse
-from .core.decoding import DECODERS
-from .provenance import model_provenance, provenance
+from ..components.scoring import arc_counts, score_parse
+from ..core.decoding import DECODERS
+from ..provenance import model_provenance, provenance
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
 
