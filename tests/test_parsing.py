@@ -16,7 +16,8 @@ from spacy.tokens import DocBin
 from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.parse_files.parsing import conllu_blocks, unescape_misc
+from spacy_pairatt.parse_files.reading import unescape_misc
+from spacy_pairatt.parse_files.writing import conllu_blocks
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It didn't even look back!",

@@ -30,7 +30,8 @@ def whole_number(text: str) -> int:
 
 def parse(args) -> None:
     """One process (nlp.pipe, --n-process) or, with --scheduler / --dask-workers, Dask shards."""
-    from ..parse_files.parsing import ParseCommandError, parse_file
+    from ..parse_files.errors import ParseCommandError
+    from ..parse_files.parsing import parse_file
 
     options = {
         "input_format": args.input_format,

@@ -16,19 +16,11 @@ from dask.distributed import Client, LocalCluster, as_completed
 from spacy.language import Language
 from spacy.tokens import DocBin
 
-from .parsing import (
-    INPUT_FORMATS,
-    OutputTarget,
-    ParseCommandError,
-    check_choice,
-    check_counts,
-    load_pipeline,
-    open_input,
-    parse_docs,
-    progress_bar,
-    read_documents,
-    write_docs,
-)
+from .errors import ParseCommandError, check_choice, check_counts
+from .files import OutputTarget, open_input
+from .parsing import load_pipeline, parse_docs
+from .reading import INPUT_FORMATS, read_documents
+from .writing import progress_bar, write_docs
 
 SHARD_SUFFIXES = {"conllu": ".conllu", "json": ".jsonl", "docbin": ".spacy"}
 # One loaded pipeline per model for each worker process: loading takes seconds, a shard may not.

@@ -22,7 +22,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import spacy
 from spacy.tokens import Doc, DocBin
 
-from ..parse_files.parsing import comment_parts, numbered_lines, read_conllu, read_text
+from ..parse_files.reading import comment_parts, numbered_lines, read_conllu, read_text
 
 MLM_PROBABILITY = 0.15
 SENTENCE_SUFFIXES = (".conllu", ".spacy", ".txt")
