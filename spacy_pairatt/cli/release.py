@@ -7,7 +7,8 @@ from pathlib import Path
 def docs_tables(args) -> None:
     """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
     from ..evaluation.parser_eval import write_json
-    from ..release.docs_tables import measure_footprint, regenerate
+    from ..release.docs_tables import regenerate
+    from ..release.footprint import measure_footprint
 
     root = Path(args.root)
     if args.measure_footprint:

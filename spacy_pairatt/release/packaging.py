@@ -12,7 +12,7 @@ from spacy.cli.package import generate_readme
 from spacy.util import get_minor_version_range
 
 from ..about import __version__
-from .docs_tables import model_card_notes
+from .model_card import model_card_notes
 
 EXAMPLE_TEXTS = [
     "The new parser reads the attention between every pair of words. It then builds one tree per sentence!",
