@@ -29,7 +29,8 @@ def mlm_adapt(args) -> None:
 
 def ablation(args) -> None:
     """Train and score the Table 1 rows on one dataset, or tabulate them (see docs/ablation.md)."""
-    from ..study.ablation import run_ablation, write_ablation_table
+    from ..study.ablation import run_ablation
+    from ..study.ablation_table import write_ablation_table
 
     try:
         if args.command == "ablation-run":
