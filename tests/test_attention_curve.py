@@ -19,15 +19,13 @@ from spacy_pairatt.study.attention_curve import (
     Budget,
     Run,
     Setup,
-    curve_table,
     plan_runs,
     reusable,
     run_command,
     subset_indices,
-    verdict,
-    write_curve_table,
     write_subsets,
 )
+from spacy_pairatt.study.attention_curve_table import curve_table, verdict, write_curve_table
 
 # -- subsets, budgets, commands -----------------------------------------------------------------
 

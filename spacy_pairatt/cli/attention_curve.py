@@ -90,7 +90,7 @@ def sizes_in_sentences(sizes: List[Optional[int]], train: str) -> Dict[Optional[
 
 
 def curve_table_cli(args) -> None:
-    from ..study.attention_curve import write_curve_table
+    from ..study.attention_curve_table import write_curve_table
 
     print(
         write_curve_table(
