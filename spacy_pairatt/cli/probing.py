@@ -14,7 +14,8 @@ def command_line() -> str:
 
 def probe(args) -> None:
     """Probe a frozen encoder's pair features for dependency arcs (see docs/probing.md)."""
-    from ..study.probing import run_probe, write_probe_report
+    from ..study.probe_report import write_probe_report
+    from ..study.probing import run_probe
 
     try:
         result = run_probe(
@@ -40,7 +41,7 @@ def probe(args) -> None:
 def visualize(args) -> None:
     """attention / relation maps, a displaCy parse, or training curves (see docs/probing.md)."""
     from ..study import visualize as pictures
-    from ..study.probing import PICTURE_BLOCKS
+    from ..study.probe_report import PICTURE_BLOCKS
 
     output = Path(args.output)
     try:

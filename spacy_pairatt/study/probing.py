@@ -15,8 +15,6 @@ the root), and UAS is the share of words whose best-scoring candidate is the gol
 Layers and heads are 1-based in every name and output (L1H1 .. L6H12 for MiniLM).
 """
 
-import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,16 +28,19 @@ from spacy.training.converters import conllu_to_docs
 
 from ..core.encoders import minilm_path
 from ..core.features import UnitFeatures, sentence_features
-from ..provenance import library_versions, provenance
+from .probe_pairs import (
+    ATTENTION_PARTS,
+    DIRECTIONS,
+    PARTS,
+    PairFeatureLayout,
+    all_candidate_pairs,
+    pair_feature_matrix,
+    sample_negatives,
+)
 
-PARTS = ("T_i", "T_j", "a_ij", "a_ji")
-ATTENTION_PARTS = ("a_ij", "a_ji")
-DIRECTIONS = {"a_ij": "dependent->head", "a_ji": "head->dependent"}
 PROBES = {"attention": ATTENTION_PARTS, "embedding": ("T_i", "T_j"), "both": PARTS}
 PUNCT_LABELS = ("p", "punct")
 INSTALL_HINT = "pip install 'spacy-pairatt[{extra}]'"
-# Marked blocks of results/probe.md that `visualize attention|relation --report` fill in.
-PICTURE_BLOCKS = {"attention-maps": "attention", "relation-maps": "relation"}
 # Coarse bins and a 20,000-row sample for the bin edges: a probe, not a tuned model, and the
 # binning of ~100k rows x 912 columns otherwise costs more than the boosting on a small machine.
 PROBE_PARAMS = {
@@ -51,105 +52,6 @@ PROBE_PARAMS = {
     "bin_construct_sample_cnt": 20000,
     "force_col_wise": True,
 }
-IMPORTANCE_CAPTION = "Combined probe: gain of each attention head's features, per direction"
-
-
-@dataclass(frozen=True)
-class PairFeatureLayout:
-    """Columns of a pair feature row: [T_i (M) | T_j (M) | a_ij (L*H) | a_ji (L*H)].
-
-    a_ij[l*H + h] is how much word i attends to word j in layer l, head h (0-based here).
-    """
-
-    width: int
-    n_layers: int
-    n_heads: int
-
-    @property
-    def n_attention(self) -> int:
-        return self.n_layers * self.n_heads
-
-    @property
-    def sizes(self) -> Dict[str, int]:
-        return {"T_i": self.width, "T_j": self.width, "a_ij": self.n_attention, "a_ji": self.n_attention}
-
-    @property
-    def n_columns(self) -> int:
-        return sum(self.sizes.values())
-
-    def part_of_columns(self) -> np.ndarray:
-        """(n_columns,) the part name of every column."""
-        return np.repeat(np.array(PARTS), [self.sizes[part] for part in PARTS])
-
-    def index_in_part(self) -> np.ndarray:
-        """(n_columns,) position of every column inside its part."""
-        return np.concatenate([np.arange(self.sizes[part]) for part in PARTS])
-
-    def columns(self, parts: Sequence[str]) -> np.ndarray:
-        """Column indices of the given parts, in layout order."""
-        unknown = set(parts) - set(PARTS)
-        if unknown:
-            raise ValueError(f"Unknown pair feature parts {sorted(unknown)}; expected some of {PARTS}")
-        return np.flatnonzero(np.isin(self.part_of_columns(), list(parts)))
-
-    def names(self) -> List[str]:
-        """'T_i_17' for embedding columns, 'a_ij_L3H5' (1-based) for attention columns (LightGBM
-        takes no brackets)."""
-        names = []
-        for part, index in zip(self.part_of_columns().tolist(), self.index_in_part().tolist()):
-            if part in ATTENTION_PARTS:
-                layer, head = divmod(index, self.n_heads)
-                names.append(f"{part}_L{layer + 1}H{head + 1}")
-            else:
-                names.append(f"{part}_{index}")
-        return names
-
-
-def pair_feature_matrix(features: UnitFeatures, dependents: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """(n_pairs, 2M + 2LH) float32 rows [T_i, T_j, a_ij, a_ji] for pairs (dependents[k], candidates[k]).
-
-    Unit indices are those of `features`: 0 is the root ([CLS]), 1..n the words.
-    """
-    if features.attention is None:
-        raise ValueError("Pair features need attention: the UnitFeatures were built without it")
-    dependents = np.asarray(dependents, dtype="int64")
-    candidates = np.asarray(candidates, dtype="int64")
-    return np.concatenate(
-        [
-            features.hidden[dependents],
-            features.hidden[candidates],
-            features.attention[:, dependents, candidates].T,
-            features.attention[:, candidates, dependents].T,
-        ],
-        axis=1,
-    ).astype("float32", copy=False)
-
-
-def sample_negatives(gold_heads: np.ndarray, per_word: int, rng: np.random.Generator) -> Tuple[np.ndarray, np.ndarray]:
-    """(dependents, candidates): up to `per_word` wrong heads per word, drawn without replacement.
-
-    gold_heads[w] is the unit of word w + 1's head (0 = root). A word's candidates are the root and
-    the other words; its own gold head and itself are never drawn. Words are 1-based units.
-    """
-    if per_word < 0:
-        raise ValueError(f"negatives per word must be >= 0, got {per_word}")
-    gold_heads = np.asarray(gold_heads, dtype="int64")
-    n_words = len(gold_heads)
-    words = np.arange(1, n_words + 1)
-    keys = rng.random((n_words, n_words + 1))
-    keys[words - 1, words] = np.inf
-    keys[words - 1, gold_heads] = np.inf
-    drawn = np.argsort(keys, axis=1)[:, :per_word]
-    valid = np.isfinite(np.take_along_axis(keys, drawn, axis=1))
-    return np.broadcast_to(words[:, None], drawn.shape)[valid], drawn[valid]
-
-
-def all_candidate_pairs(n_words: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(dependents, candidates) of every word with every other unit (root included)."""
-    dependents, candidates = np.divmod(np.arange(n_words * (n_words + 1)), n_words + 1)
-    dependents = dependents + 1
-    keep = dependents != candidates
-    return dependents[keep], candidates[keep]
 
 
 def greedy_uas(
@@ -412,93 +314,3 @@ def run_probe(
         "probes": probes,
         "seconds": {"features": round(extracted - started, 1), "total": round(time.perf_counter() - started, 1)},
     }
-
-
-def probe_markdown(result: Dict, command: str, importance_png: Optional[str] = None) -> str:
-    """results/probe.md: the UAS table, the importance summary and the command.
-
-    importance_png: the gain-per-head figure, relative to the markdown file. The pictures drawn
-    by `visualize attention|relation --report` go into the PICTURE_BLOCKS marked blocks.
-    """
-    both = result["probes"]["both"]["importance"]
-    data = result["data"]
-    lines = [
-        "# Probing the frozen encoder's pair-wise attention",
-        "",
-        f"Encoder: `{result['encoder']}` ({result['layout']['layers']} layers x "
-        f"{result['layout']['heads']} heads, hidden {result['layout']['hidden']}), not fine-tuned. "
-        f"Train: {data['train']['sentences']} sentences of `{Path(data['train']['path']).name}` "
-        f"({data['train']['gold_pairs']} gold arcs + {result['settings']['negatives_per_word']} sampled non-arcs per "
-        f"word, {data['train']['pairs']} pairs); eval: {data['eval']['sentences']} sentences of "
-        f"`{Path(data['eval']['path']).name}` ({data['eval']['words']} words, every candidate head: "
-        f"{data['eval']['pairs']} pairs). LightGBM, {result['settings']['rounds']} rounds. "
-        "See docs/probing.md for what is measured.",
-        "",
-        "| probe | features | eval UAS (argmax head, no punct.) |",
-        "|---|---:|---:|",
-    ]
-    for name, probe in result["probes"].items():
-        lines.append(f"| {name} ({', '.join(probe['parts'])}) | {probe['n_features']} | {100 * probe['uas']:.1f} |")
-    share = both["top_k_attention_share"]
-    lines += [
-        "",
-        "Clark et al. (2019) report about 78 UAS for an attention + GloVe probe on BERT-base (WSJ).",
-        "",
-        f"**Combined probe:** {both['top_k_attention']} of the {both['top_k']} most important features (by gain) "
-        f"are attention weights ({'–' if share is None else f'{100 * share:.0f}%'}; the paper: all 100); "
-        f"attention features carry {100 * both['attention_gain_share']:.1f}% of the total gain.",
-        "",
-        "Top 20 attention features of the combined probe (layers and heads 1-based; a_ij: the dependent "
-        "attends to the head, a_ji: the head attends to the dependent):",
-        "",
-        "| rank | feature | layer | head | direction | gain share |",
-        "|---:|---|---:|---:|---|---:|",
-    ]
-    for rank, feature in enumerate(both["top_attention"], start=1):
-        lines.append(
-            f"| {rank} | `{feature['feature']}` | {feature['layer']} | {feature['head']} | "
-            f"{feature['direction']} | {100 * feature['gain_share']:.2f}% |"
-        )
-    seconds = result["seconds"]
-    lines += [
-        "",
-        f"Feature extraction took {seconds['features']} s, everything {seconds['total']} s. Made with:",
-        "",
-        "```bash",
-        command,
-        "```",
-        "",
-        "## Pictures",
-        "",
-    ]
-    if importance_png:
-        lines += [
-            f"![{IMPORTANCE_CAPTION}]({importance_png})",
-            "",
-            f"*{IMPORTANCE_CAPTION}* (`{importance_png}`, written by the command above)",
-            "",
-        ]
-    for marker, what in PICTURE_BLOCKS.items():
-        lines += [
-            f"<!-- {marker}:start -->",
-            f"Not drawn yet: `python -m spacy_pairatt visualize {what} ... --report THIS_FILE`",
-            f"<!-- {marker}:end -->",
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def write_probe_report(
-    result: Dict, json_path: Path, markdown_path: Path, command: str, importance_png: Optional[Path] = None
-) -> str:
-    """Write the results JSON and the markdown report (linking the figure relative to it); returns the markdown."""
-    link = None
-    if importance_png is not None:
-        link = os.path.relpath(Path(importance_png).resolve(), Path(markdown_path).resolve().parent)
-    markdown = probe_markdown(result, command, link)
-    result = {**result, "provenance": provenance(seed=result.get("settings", {}).get("seed"), command=command)}
-    result["provenance"]["versions"].update(library_versions(("lightgbm",)))
-    for path, text in ((Path(json_path), json.dumps(result, indent=2) + "\n"), (Path(markdown_path), markdown)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf8")
-    return markdown

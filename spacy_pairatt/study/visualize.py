@@ -16,17 +16,8 @@ from spacy import displacy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .probing import (
-    ATTENTION_PARTS,
-    DIRECTIONS,
-    INSTALL_HINT,
-    PairFeatureLayout,
-    encode,
-    encoder_layout,
-    frozen_encoder,
-    gold_heads,
-    read_conllu_docs,
-)
+from .probe_pairs import ATTENTION_PARTS, DIRECTIONS, PairFeatureLayout
+from .probing import INSTALL_HINT, encode, encoder_layout, frozen_encoder, gold_heads, read_conllu_docs
 
 DPI = 100
 CURVES_SIZE = (10.0, 4.0)
