@@ -14,14 +14,11 @@ import pytest
 from conftest import UD_DIR
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.evaluation.ud_eval import (
+from spacy_pairatt.evaluation.ud_eval import METRICS, align_words, document_texts, evaluate
+from spacy_pairatt.evaluation.ud_treebank import (
     CONTENT_RELATIONS,
     FUNCTION_RELATIONS,
-    METRICS,
     UDEvalError,
-    align_words,
-    document_texts,
-    evaluate,
     load_conllu,
     read_conllu,
     universal_feats,

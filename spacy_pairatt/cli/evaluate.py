@@ -76,7 +76,8 @@ def table(args) -> None:
 
 def ud_eval(args) -> None:
     """CoNLL 2018 shared task scores of a system CoNLL-U file against a gold one (see docs/ud_pipeline.md)."""
-    from ..evaluation.ud_eval import UDEvalError, evaluate_files, scores_table, write_results
+    from ..evaluation.ud_eval import evaluate_files, scores_table, write_results
+    from ..evaluation.ud_treebank import UDEvalError
 
     try:
         scores = evaluate_files(args.gold, args.system)
