@@ -292,9 +292,16 @@ def write_ablation_table(
     """Write the markdown and JSON; returns the markdown."""
     table = ablation_table(Path(results_dir), replicates)
     text = ablation_markdown(table, title)
-    table["provenance"] = provenance(seed=BOOTSTRAP_SEED)
-    for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
+    write_table_files(table, text, output, json_output, BOOTSTRAP_SEED)
+    return text
+
+
+def write_table_files(
+    table: Dict, markdown: str, output: Optional[str], json_output: Optional[str], bootstrap_seed: int
+) -> None:
+    """A study table's markdown and its JSON (with provenance) to the paths given (None: not written)."""
+    table["provenance"] = provenance(seed=bootstrap_seed)
+    for path, content in ((output, markdown), (json_output, json.dumps(table, indent=2) + "\n")):
         if path:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(content, encoding="utf8")
-    return text

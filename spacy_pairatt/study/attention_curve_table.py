@@ -11,8 +11,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..provenance import provenance
 from .ablation import read_json
+from .ablation_table import write_table_files
 from .attention_curve import COMPARISONS, DOMAINS, PARSER_ROWS, TASKS, size_label
 from .bootstrap import paired_bootstrap_seeds
 
@@ -358,9 +358,5 @@ def write_curve_table(
         save_figure(curve_figure(table["curve"]), Path(png))
         png_link = Path(png).name if output and Path(png).parent == Path(output).parent else png
     text = curve_markdown(table, png_link, title)
-    table["provenance"] = provenance(seed=BOOTSTRAP_SEED)
-    for path, content in ((output, text), (json_output, json.dumps(table, indent=2) + "\n")):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(content, encoding="utf8")
+    write_table_files(table, text, output, json_output, BOOTSTRAP_SEED)
     return text

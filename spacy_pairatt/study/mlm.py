@@ -44,7 +44,7 @@ def read_sentences(path: Path) -> List[str]:
         raise ValueError(f"{path}: no such file")
     if suffix == ".spacy":
         docs = DocBin().from_disk(path).get_docs(spacy.blank("xx").vocab)
-        return [text for doc in docs for text in doc_sentences(doc) if text]
+        return [text for doc in docs for text in sentence_texts(doc) if text]
     with path.open("rb") as stream:
         if suffix == ".txt":
             return [source.text.strip() for source in read_text(numbered_lines(stream))]
@@ -53,7 +53,7 @@ def read_sentences(path: Path) -> List[str]:
         ]
 
 
-def doc_sentences(doc: Doc) -> List[str]:
+def sentence_texts(doc: Doc) -> List[str]:
     """A Doc's sentences when it has sentence boundaries (or a parse), else its whole text."""
     if doc.has_annotation("SENT_START") or doc.has_annotation("DEP"):
         return [sent.text.strip() for sent in doc.sents]

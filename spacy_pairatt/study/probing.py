@@ -26,6 +26,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
+from ..components.scoring import PUNCT_LABELS
 from ..core.encoders import minilm_path
 from ..core.features import UnitFeatures, sentence_features
 from .probe_pairs import (
@@ -39,7 +40,6 @@ from .probe_pairs import (
 )
 
 PROBES = {"attention": ATTENTION_PARTS, "embedding": ("T_i", "T_j"), "both": PARTS}
-PUNCT_LABELS = ("p", "punct")
 INSTALL_HINT = "pip install 'spacy-pairatt[{extra}]'"
 # Coarse bins and a 20,000-row sample for the bin edges: a probe, not a tuned model, and the
 # binning of ~100k rows x 912 columns otherwise costs more than the boosting on a small machine.
