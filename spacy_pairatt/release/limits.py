@@ -102,7 +102,7 @@ LIMITS: Tuple[Callable[[Results], str], ...] = (
     ),
     lambda results: (
         "Creating a `pairatt_parser` fixes glibc's malloc mmap and trim thresholds for the whole process "
-        "(`spacy_pairatt/memory.py`): the batch-shaped feature arrays otherwise fragment the heap."
+        "(`spacy_pairatt/components/memory.py`): the batch-shaped feature arrays otherwise fragment the heap."
     ),
     lambda results: (
         "A saved pipeline whose encoder sits in spacy-transformers' stock `transformer` component loads with "
