@@ -41,3 +41,11 @@ def test_loading_a_pipeline_imports_no_study_evaluation_plotting_lightgbm_or_das
     assert "spacy_pairatt.components.parser" in modules["runtime"]
     assert imported(modules["import"]) == []
     assert imported(modules["runtime"]) == []
+
+
+def test_the_public_names_are_the_relations_type_and_its_picture():
+    import spacy_pairatt
+    from spacy_pairatt.core import doc_relations
+
+    assert spacy_pairatt.Relation is doc_relations.Relation
+    assert spacy_pairatt.render_relations is doc_relations.render_relations
