@@ -20,7 +20,7 @@ from spacy_pairatt.corpora.docred import (
     name_triples,
     seen_in_training,
 )
-from spacy_pairatt.evaluation.relation_metrics import docred_scores, tune_threshold
+from spacy_pairatt.corpora.relation_metrics import docred_scores, tune_threshold
 
 REDOCRED_DIR = DATA / "docred" / "re-docred"
 

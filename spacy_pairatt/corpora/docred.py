@@ -22,8 +22,8 @@ from spacy.training import Example
 from spacy.vocab import Vocab
 
 from ..core.doc_relations import Relation, entity_mentions, register_relations_extension
-from ..evaluation.relation_metrics import docred_scores
 from .files import fetch_checked, write_docbins
+from .relation_metrics import docred_scores
 
 SPANS_KEY = "entities"
 REDOCRED_URL = (

@@ -23,8 +23,8 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from ..core.doc_relations import Relation, register_relations_extension
-from ..evaluation.relation_metrics import OTHER, semeval_official_scores
 from .files import fetch_checked, write_docbins
+from .relation_metrics import OTHER, semeval_official_scores
 
 ENTITY_LABEL = "ENTITY"
 DATA_DIR = "SemEval2010_task8_all_data"

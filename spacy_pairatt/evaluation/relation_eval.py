@@ -15,10 +15,10 @@ from spacy.training import Example
 from ..core.doc_relations import ENTS, register_relations_extension
 from ..corpora.docred import SPANS_KEY, docred_facts, name_triples, score_docred
 from ..corpora.readers import make_gold_spans_corpus
+from ..corpora.relation_metrics import tune_threshold
 from ..corpora.semeval import score_semeval
 from ..provenance import model_provenance, provenance
 from .parser_eval import percent, predict_examples
-from .relation_metrics import tune_threshold
 
 # Relations below this probability are not written while evaluating Re-DocRED: the threshold is
 # tuned afterwards and the precision-recall curve (AUC) is traced over everything above it.

@@ -222,8 +222,8 @@ def relation_picture(tagged: str, maps: Sequence[MapSpec], output: Path, encoder
     """Fig. 4: the maps for a sentence with <e1>..</e1> and <e2>..</e2>, entity tokens in red and
     the e1 x e2 and e2 x e1 blocks boxed."""
     from ..core.doc_relations import register_relations_extension
+    from ..corpora.relation_metrics import OTHER
     from ..corpora.semeval import make_example_doc
-    from ..evaluation.relation_metrics import OTHER
 
     register_relations_extension()
     nlp = frozen_encoder(encoder)
