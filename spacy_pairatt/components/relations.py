@@ -15,7 +15,13 @@ from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model, set_dropout_rate
 
-from ..core.doc_relations import ENTS, Relation, candidate_spans, distinct_entities, register_relations_extension
+from ..core.doc_relations import (
+    ENTS,
+    candidate_spans,
+    distinct_entities,
+    register_relations_extension,
+    set_relation_arrays,
+)
 from ..core.objectives import entity_pair_mask, relation_loss, relation_probabilities
 from ..core.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
@@ -39,6 +45,11 @@ dropout = 0.1
 """
 DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
 
+# Every ordered pair of a Doc's candidate entities is scored, so a Doc's memory and time grow with
+# the square of its entities; a Doc with more pairs than this (about 1,000 entities) is refused
+# with an error naming it, instead of running out of memory. docs/relations.md has the figures.
+DEFAULT_MAX_PAIRS_PER_DOC = 1_000_000
+
 
 @Language.factory(
     "pairatt_rel",
@@ -49,6 +60,7 @@ DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
         "multi_label": False,
         "threshold": 0.5,
         "negative_ratio": None,
+        "max_pairs_per_doc": DEFAULT_MAX_PAIRS_PER_DOC,
         "seed": 0,
         "scorer": {"@scorers": "spacy-pairatt.relation_scorer.v1"},
     },
@@ -62,6 +74,7 @@ def make_pairatt_rel(
     multi_label: bool,
     threshold: float,
     negative_ratio: Optional[float],
+    max_pairs_per_doc: int,
     seed: int,
     scorer: Optional[Callable],
 ):
@@ -69,6 +82,7 @@ def make_pairatt_rel(
     type (several relations per pair, DocRED) instead of one softmax over NONE + types (SemEval).
     threshold: the probability a multi-label relation needs to be written. negative_ratio: in
     training, pairs without a relation sampled per pair with one (None: all pairs).
+    max_pairs_per_doc: the most ordered entity pairs a Doc may have; a Doc with more is an error.
     spans_key, multi_label and threshold are the config's also when a saved pipeline is loaded
     (`spacy.load(path, config=...)`), so `nlp.config` says what runs."""
     prepare_process()
@@ -80,6 +94,7 @@ def make_pairatt_rel(
         multi_label=multi_label,
         threshold=threshold,
         negative_ratio=negative_ratio,
+        max_pairs_per_doc=max_pairs_per_doc,
         seed=seed,
         scorer=scorer,
     )
@@ -102,11 +117,14 @@ class PairAttRelationExtractor(PairScoringPipe):
         multi_label: bool = False,
         threshold: float = 0.5,
         negative_ratio: Optional[float] = None,
+        max_pairs_per_doc: int = DEFAULT_MAX_PAIRS_PER_DOC,
         seed: int = 0,
         scorer=None,
     ):
         register_relations_extension()
-        check_settings("pairatt_rel", threshold=threshold, negative_ratio=negative_ratio)
+        check_settings(
+            "pairatt_rel", threshold=threshold, negative_ratio=negative_ratio, max_pairs_per_doc=max_pairs_per_doc
+        )
         if not isinstance(spans_key, str) or not spans_key:
             raise ValueError(f'pairatt_rel: spans_key must be "ents" or a doc.spans key, got {spans_key!r}')
         self.vocab = vocab
@@ -114,6 +132,7 @@ class PairAttRelationExtractor(PairScoringPipe):
         self.name = name
         self.scorer = scorer
         self.negative_ratio = negative_ratio
+        self.max_pairs_per_doc = max_pairs_per_doc
         self.rng = np.random.default_rng(seed)
         self.cfg: Dict = {
             "labels": [],
@@ -156,10 +175,26 @@ class PairAttRelationExtractor(PairScoringPipe):
             for mentions in distinct_entities(candidate_spans(doc, self.cfg["spans_key"]))
         ]
 
+    def candidate_entities(self, docs: List[Doc]) -> List[DocEntities]:
+        """`doc_entities` of every Doc; a Doc with more ordered entity pairs than max_pairs_per_doc is
+        an error naming it, as every pair is scored (memory and time grow with the pairs)."""
+        entities = [self.doc_entities(doc) for doc in docs]
+        for index, (doc, doc_entities) in enumerate(zip(docs, entities)):
+            n_pairs = len(doc_entities) * (len(doc_entities) - 1)
+            if n_pairs > self.max_pairs_per_doc:
+                raise ValueError(
+                    f"{self.name}: Doc {index} of the batch ({len(doc)} tokens, {doc.text[:60]!r}) has "
+                    f"{len(doc_entities):,} candidate entities in {self._candidates_name}, {n_pairs:,} ordered pairs "
+                    f"to score, more than max_pairs_per_doc = {self.max_pairs_per_doc:,}. Split the Doc, give it "
+                    f"fewer candidates, or raise [components.{self.name}] max_pairs_per_doc (memory grows with "
+                    "the pairs: docs/relations.md)"
+                )
+        return entities
+
     def predict(self, docs: Iterable[Doc]):
         """(entities per Doc, {doc index: (E, E, K) probabilities of each relation i -> j})."""
         docs = list(docs)
-        entities = [self.doc_entities(doc) for doc in docs]
+        entities = self.candidate_entities(docs)
         probabilities: Dict[int, np.ndarray] = {}
         if any(len(doc_entities) >= 2 for doc_entities in entities):
             for chunk in self.model.predict((docs, entities)):
@@ -174,10 +209,15 @@ class PairAttRelationExtractor(PairScoringPipe):
         entities, probabilities = predictions
         for doc_index, doc in enumerate(docs):
             probs = probabilities.get(doc_index)
-            doc._.relations = [] if probs is None else self._relations(entities[doc_index], probs)
+            if probs is None:
+                doc._.relations = []
+            else:
+                set_relation_arrays(doc, *self._relation_arrays(entities[doc_index], probs), labels=self.labels)
 
-    def _relations(self, entities: DocEntities, probs: np.ndarray) -> List[Relation]:
-        """multi_label: every type at or above the threshold; else each pair's best type unless NONE wins."""
+    def _relation_arrays(self, entities: DocEntities, probs: np.ndarray) -> Tuple[np.ndarray, ...]:
+        """(heads (R, 2), tails (R, 2), label ids (R,), scores (R,)) of the relations to write, heads and
+        tails each entity's first mention. multi_label: every type at or above the threshold; else
+        each pair's best type unless NONE wins."""
         if self.cfg["multi_label"]:
             chosen = probs >= self.threshold
         else:
@@ -185,10 +225,8 @@ class PairAttRelationExtractor(PairScoringPipe):
             best = np.concatenate([no_relation, probs], axis=-1).argmax(axis=-1)
             chosen = best[..., None] - 1 == np.arange(probs.shape[-1])
         heads, tails, types = np.nonzero(chosen & ~np.eye(len(entities), dtype=bool)[..., None])
-        return [
-            Relation(entities[h][0], entities[t][0], self.labels[k], float(probs[h, t, k]))
-            for h, t, k in zip(heads, tails, types)
-        ]
+        first_mentions = np.array([mentions[0] for mentions in entities], dtype="int64")
+        return first_mentions[heads], first_mentions[tails], types, probs[heads, tails, types]
 
     def get_loss(self, examples: Iterable[Example], chunks: List[RelationScores]):
         """Loss averaged over the pairs in the loss (positives and sampled negatives), per-chunk gradients.
@@ -326,7 +364,7 @@ class PairAttRelationExtractor(PairScoringPipe):
         examples = list(examples)
         docs = [eg.predicted for eg in examples]
         set_dropout_rate(self.model, drop)
-        chunks, backprop = self.model.begin_update((docs, [self.doc_entities(doc) for doc in docs]))
+        chunks, backprop = self.model.begin_update((docs, self.candidate_entities(docs)))
         loss, d_scores = self.get_loss(examples, chunks)
         backprop(d_scores)
         if sgd not in (None, False):

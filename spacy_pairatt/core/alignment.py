@@ -300,15 +300,19 @@ class WordAttention:
         )
         return cls(attention, alignment)
 
+    def _project_blocks(self, weights: torch.Tensor) -> torch.Tensor:
+        """(Bk, C, U*U): sum_f weights[c, f] * blocks[b, f, k, l], each block in its own window."""
+        n_blocks, n_maps, width, _ = self.blocks.shape
+        block_weights = weights if weights.dim() == 2 else weights[self.alignment.block_group]
+        return torch.matmul(block_weights, self.blocks.reshape(n_blocks, n_maps, width * width))
+
     def project(self, weights: torch.Tensor) -> torch.Tensor:
         """(S, C, N, N): sum_f weights[c, f] * attention[s, f, i, j], averaged over shared windows.
 
         weights: (C, F), or (S, C, F) for one set of weights per group (map dropout).
         """
         a = self.alignment
-        n_blocks, n_maps, width, _ = self.blocks.shape
-        block_weights = weights if weights.dim() == 2 else weights[a.block_group]
-        per_block = torch.matmul(block_weights, self.blocks.reshape(n_blocks, n_maps, width * width))  # (Bk, C, U*U)
+        per_block = self._project_blocks(weights)  # (Bk, C, U*U)
         n_out = per_block.shape[1]
         n_slots = a.n_groups * a.n_units * a.n_units
         summed = per_block.new_zeros(n_out, n_slots + 1).index_add(
@@ -316,6 +320,23 @@ class WordAttention:
         )
         summed = summed[:, :-1].view(n_out, a.n_groups, a.n_units, a.n_units).transpose(0, 1)
         return summed / a.shared.clamp(min=1)[:, None]
+
+    def project_shared(self, weights: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """`project` for the pairs that share a window only: (Q,) their flat slots g * N * N + i * N + j,
+        ascending, and (Q, C) their values (the same as `project` there; it is 0 at every other pair).
+
+        Memory grows with the pairs the blocks hold, not with S x N x N: what relations between
+        entities in separate windows need.
+        """
+        a = self.alignment
+        per_block = self._project_blocks(weights)  # (Bk, C, U*U)
+        n_out = per_block.shape[1]
+        slots = a.pair_slots().reshape(-1)
+        real = slots < a.n_groups * a.n_units * a.n_units
+        shared_slots, which, n_windows = torch.unique(slots[real], return_inverse=True, return_counts=True)
+        values = per_block.transpose(1, 2).reshape(-1, n_out)[real]
+        summed = values.new_zeros(len(shared_slots), n_out).index_add(0, which, values)
+        return shared_slots, summed / n_windows[:, None]
 
     def dense(self) -> torch.Tensor:
         """(S, F, N, N) word-level attention, every map (for tooling and tests)."""

@@ -13,6 +13,7 @@ mention as its offsets.
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 from spacy.tokens import Doc, Span
 
 USER_DATA_KEY = "pairatt_relations"
@@ -55,11 +56,15 @@ def _as_relation(value: RelationLike, doc: Doc) -> Relation:
         raise ValueError(f"doc._.relations: cannot read {value!r} as a relation (head, tail, label[, score])")
     for name, (start, end) in (("head", relation.head), ("tail", relation.tail)):
         if not 0 <= start < end <= len(doc):
-            raise ValueError(
-                f"doc._.relations: {name} span [{start}, {end}) of relation {relation.label!r} does not fit "
-                f"the Doc of {len(doc)} tokens ({doc.text[:60]!r})"
-            )
+            raise ValueError(_misfit(doc, name, start, end, relation.label))
     return relation
+
+
+def _misfit(doc: Doc, name: str, start: int, end: int, label: str) -> str:
+    return (
+        f"doc._.relations: {name} span [{start}, {end}) of relation {label!r} does not fit "
+        f"the Doc of {len(doc)} tokens ({doc.text[:60]!r})"
+    )
 
 
 def _offsets(span) -> Tuple[int, int]:
@@ -77,6 +82,27 @@ def set_relations(doc: Doc, relations: Optional[Iterable[RelationLike]]) -> None
     """Store relations as plain tuples, sorted (head, tail, label) so the order is deterministic."""
     checked = sorted(_as_relation(value, doc) for value in (relations or ()))
     doc.user_data[USER_DATA_KEY] = [relation.to_tuple() for relation in checked]
+
+
+def set_relation_arrays(
+    doc: Doc, heads: np.ndarray, tails: np.ndarray, label_ids: np.ndarray, scores: np.ndarray, labels: Sequence[str]
+) -> None:
+    """`set_relations` for a component's predictions as arrays, stored the same way without a Python
+    object per relation on the way (a Doc of 1,000 entities can have a million):
+    heads, tails (R, 2) token offsets; label_ids (R,) indices into `labels`; scores (R,)."""
+    heads, tails = (np.asarray(offsets, dtype="int64").reshape(-1, 2) for offsets in (heads, tails))
+    label_ids, scores = np.asarray(label_ids, dtype="int64"), np.asarray(scores)
+    for name, offsets in (("head", heads), ("tail", tails)):
+        starts, ends = offsets.T
+        misfits = np.flatnonzero(~((starts >= 0) & (starts < ends) & (ends <= len(doc))))
+        if len(misfits):
+            start, end = offsets[misfits[0]].tolist()
+            raise ValueError(_misfit(doc, name, start, end, labels[label_ids[misfits[0]]]))
+    label_rank = np.argsort(np.argsort(np.array(labels, dtype=str)))
+    order = np.lexsort((scores, label_rank[label_ids], tails[:, 1], tails[:, 0], heads[:, 1], heads[:, 0]))
+    names = np.array(labels, dtype=object)[label_ids[order]].tolist()
+    columns = (*heads[order].T.tolist(), *tails[order].T.tolist(), names, scores[order].tolist())
+    doc.user_data[USER_DATA_KEY] = list(zip(*columns))
 
 
 def register_relations_extension() -> None:

@@ -18,10 +18,12 @@ built, and the attention part is projected block by block, so no (B, F, N, N) on
 of a scorer, so that autograd carries the gradient back to the transformer's windows.
 """
 
-from typing import Optional
+from functools import partial
+from typing import Optional, Tuple
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from ..core.alignment import BlockAlignment, WordAttention, pool_attention, pool_hidden
 
@@ -73,18 +75,29 @@ class PairAttention(nn.Module):
         self.backward_map = nn.Parameter(torch.zeros(n_out, n_attention))
         self.dropout = MapDropout(dropout)
 
+    def _weights(self, attention: WordAttention, channels: slice) -> torch.Tensor:
+        """(2C, F) the forward then the backward map, or (B, 2C, F) with the dropped maps zeroed."""
+        weights = torch.cat([self.forward_map[channels], self.backward_map[channels]])
+        scale = self.dropout.scale(attention.alignment.n_groups, attention.n_maps, attention.blocks)
+        return weights if scale is None else weights * scale
+
     def forward(self, attention: WordAttention, channels: slice = slice(None)) -> torch.Tensor:
         """(B, N, N, C) for the output channels selected by `channels` (default: all)."""
-        forward_map, backward_map = self.forward_map[channels], self.backward_map[channels]
-        weights = torch.cat([forward_map, backward_map])  # (2C, F)
-        n_groups = attention.alignment.n_groups
-        scale = self.dropout.scale(n_groups, attention.n_maps, attention.blocks)
-        if scale is not None:
-            weights = weights * scale  # (B, 2C, F): dropped maps get zero weight
-        both = attention.project(weights)  # (B, 2C, N, N)
-        n_units = both.shape[-1]
-        both = both.view(n_groups, 2, forward_map.shape[0], n_units, n_units)
+        both = attention.project(self._weights(attention, channels))  # (B, 2C, N, N)
+        n_groups, n_both, n_units, _ = both.shape
+        both = both.view(n_groups, 2, n_both // 2, n_units, n_units)
         return (both[:, 0] + both[:, 1].transpose(2, 3)).permute(0, 2, 3, 1)
+
+    def shared_pairs(self, attention: WordAttention) -> Tuple[torch.Tensor, torch.Tensor]:
+        """`forward` at the pairs that share a window, the only ones where it is not 0: (Q,) their
+        flat slots b * N * N + i * N + j, ascending, and (Q, C) the values there."""
+        slots, both = attention.project_shared(self._weights(attention, slice(None)))  # (Q,), (Q, 2C)
+        n_units = attention.alignment.n_units
+        group, pair = slots // (n_units * n_units), slots % (n_units * n_units)
+        # A window that holds i and j holds (j, i) too, so the reverse of every slot is in `slots`.
+        reverse = torch.searchsorted(slots, group * n_units * n_units + (pair % n_units) * n_units + pair // n_units)
+        n_out = both.shape[1] // 2
+        return slots, both[:, :n_out] + both[reverse, n_out:]
 
     def at_pairs(self, attention: WordAttention, heads: torch.Tensor, channels: slice):
         """(B, N, C): the same for one pair (i, heads[b, i]) per unit i."""
@@ -234,12 +247,21 @@ class BiaffinePairScorer(nn.Module):
         return labels
 
 
+# The relation scorer's hidden layer holds pairs x hidden_width values per tensor. It runs over
+# slices of a chunk's pairs of at most this many values (16 MB in float32), so beyond the scores
+# themselves its memory does not grow with the pairs of a Doc (1,000 entities: 1e6 pairs).
+RELATION_SLICE_VALUES = 2**22
+
+
 class RelationPairScorer(nn.Module):
     """Eq. 5 with one hidden layer: T_i ∘ T_j ∘ T_root ∘ a_ij ∘ a_ji -> GELU -> NONE + K relations.
 
     Unit i is the head entity, j the tail, unit 0 the root ([CLS]), whose vector gives the
     sentence context a relation between two spans depends on. As in the other scorers the first
-    layer is a sum of one linear map per part, so no (B, N, N, 3M + 2F) input is built.
+    layer is a sum of one linear map per part, so no (B, N, N, 3M + 2F) input is built. The
+    attention part is projected at the pairs that share a window only (elsewhere it is 0), and
+    the hidden layer runs over slices of head entities of at most `slice_values` values; under
+    autograd each slice is recomputed in the backward pass instead of kept (checkpointing).
     """
 
     def __init__(
@@ -251,6 +273,7 @@ class RelationPairScorer(nn.Module):
         use_attention: bool,
         dropout: float,
         hidden_width: int,
+        slice_values: int = RELATION_SLICE_VALUES,
     ):
         super().__init__()
         self.bias = nn.Parameter(torch.zeros(hidden_width))
@@ -263,19 +286,48 @@ class RelationPairScorer(nn.Module):
         )
         self.attention = PairAttention(n_attention, hidden_width, dropout) if use_attention else None
         self.output = nn.Sequential(nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden_width, 1 + n_labels))
+        self.slice_values = slice_values
 
-    def forward(self, hidden, attention: Optional[torch.Tensor], missing, unshared):
-        pairs = self.bias + self.indicators(missing, unshared)
+    def forward(self, hidden, attention: Optional[WordAttention], missing, unshared):
+        batch, n_units = hidden.shape[:2]
+        as_head, as_tail = self._unit_terms(hidden, missing)
+        slots, values = (None, None) if attention is None else self.attention.shared_pairs(attention)
+        n_rows = max(1, self.slice_values // (batch * n_units * self.bias.shape[0]))
+        score_rows = self._score_rows
+        if torch.is_grad_enabled() and n_rows < n_units:
+            score_rows = partial(checkpoint, self._score_rows, use_reentrant=False)
+        return torch.cat(
+            [
+                score_rows(as_head, as_tail, unshared, slots, values, start, min(start + n_rows, n_units))
+                for start in range(0, n_units, n_rows)
+            ],
+            dim=1,
+        )
+
+    def _unit_terms(self, hidden, missing):
+        """(B, N, H) what each unit adds to the hidden layer as the head of a pair (with the bias and
+        the [CLS] context) and as the tail, its missing-wordpiece indicators included."""
+        missing = missing[..., None]
+        as_head = self.bias + missing * self.indicators.missing_dependent
+        as_tail = missing * self.indicators.missing_head
         if self.parts is not None:
             hidden = self.dropout(hidden)
-            pairs = (
-                pairs
-                + self.parts["head"](hidden)[:, :, None]
-                + self.parts["tail"](hidden)[:, None, :]
-                + self.parts["context"](hidden[:, :1])[:, :, None]
-            )
-        if self.attention is not None:
-            pairs = pairs + self.attention(attention)
+            as_head = as_head + self.parts["head"](hidden) + self.parts["context"](hidden[:, :1])
+            as_tail = as_tail + self.parts["tail"](hidden)
+        return as_head, as_tail
+
+    def _score_rows(self, as_head, as_tail, unshared, slots, values, start: int, stop: int):
+        """(B, R, N, 1 + K) scores of the pairs whose head is unit start..stop - 1; `slots` / `values`
+        the attention part at the pairs that share a window (`PairAttention.shared_pairs`), or None."""
+        rows = slice(start, stop)
+        pairs = as_head[:, rows, None] + as_tail[:, None]
+        pairs = torch.addcmul(pairs, unshared[:, rows, :, None], self.indicators.unshared)
+        if slots is not None:
+            batch, n_rows, n_units, width = pairs.shape
+            group, row, column = slots // (n_units * n_units), (slots // n_units) % n_units, slots % n_units
+            here = (row >= start) & (row < stop)
+            local = ((group * n_rows + row - start) * n_units + column)[here]
+            pairs = pairs.view(-1, width).index_add_(0, local, values[here]).view(batch, n_rows, n_units, width)
         return self.output(pairs)
 
 

@@ -98,6 +98,11 @@ def bench_table_module(results: Results):
 BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
 
 
+def subsection(lines: Sequence[str]) -> str:
+    """A section of results/bench.md one heading level down, for a doc's own section."""
+    return "\n".join("#" + line if line.startswith("## ") else line for line in lines)
+
+
 def bench_block(results: Results) -> str:
     """Speed and memory tables of results/bench.md, rendered by bench/table.py (docs/performance.md)."""
     table = bench_table_module(results)
@@ -105,10 +110,22 @@ def bench_block(results: Results) -> str:
     for (path, _), render in zip(BENCH_FILES, ("speed_lines", "memory_lines")):
         data = results.json(path)
         if data is not None and table is not None:
-            lines = getattr(table, render)(data)
-            sections.append("\n".join("#" + line if line.startswith("## ") else line for line in lines))
+            sections.append(subsection(getattr(table, render)(data)))
     text = "\n\n".join(sections) + "\n\n" if sections else ""
     return text + source_note(results, BENCH_FILES, "python -m spacy project run bench")
+
+
+RELATIONS_MEMORY_FILE = "results/bench_relations_memory.json"
+
+
+def relations_memory_block(results: Results) -> str:
+    """Time and peak RSS growth of pairatt_rel on one Doc of many entities (docs/relations.md)."""
+    table = bench_table_module(results)
+    data = results.json(RELATIONS_MEMORY_FILE)
+    text = "" if data is None or table is None else subsection(table.relations_memory_lines(data)) + "\n\n"
+    return text + source_note(
+        results, [(RELATIONS_MEMORY_FILE, "bench")], "python -m spacy project run bench-relations-memory"
+    )
 
 
 def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List[Tuple[str, str]]:

@@ -22,6 +22,7 @@ from .blocks import (
     compare_block,
     probe_block,
     relations_block,
+    relations_memory_block,
     segmentation_block,
 )
 from .footprint import requirements_block
@@ -34,6 +35,7 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "segmentation": segmentation_block,
     "relations": relations_block,
     "bench": bench_block,
+    "relations-memory": relations_memory_block,
     "ablation": ablation_block,
     "ablation-lr": ablation_learning_rate_block,
     "ablation-cost": ablation_cost_block,
