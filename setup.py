@@ -86,6 +86,9 @@ setup(
         "spacy_span_getters": [
             "spacy-pairatt.sent_windows.v1 = spacy_pairatt.core.span_getters:make_sent_windows",
         ],
+        "spacy_tokenizers": [
+            "spacy-pairatt.ud_english_tokenizer.v1 = spacy_pairatt.components.tokenizer:make_ud_english_tokenizer",
+        ],
     },
     classifiers=[
         "Framework :: spaCy",

@@ -609,9 +609,12 @@ def conllu_documents(text: str) -> List[List[str]]:
         return []
     by_spacy = [[token.text for token in doc] for doc in conllu_to_docs(text, n_sents=1, no_print=True)]
     documents: Dict[str, List[str]] = {}
+    n_words = []
     for number, sentence in enumerate(conllu.parse(text)):
-        if any(not isinstance(token["id"], int) for token in sentence):
-            raise ValueError(f"sentence {number}: IDs that are not word numbers")
+        # a multiword token's line (`2-3 don't`, English clitics) comes before its words
+        if any(not isinstance(token["id"], int) and token["id"][1] != "-" for token in sentence):
+            raise ValueError(f"sentence {number}: IDs that are neither word numbers nor multiword tokens")
+        sentence = sentence.filter(id=lambda token_id: isinstance(token_id, int))
         words = []
         for token in sentence:
             misc = token["misc"] or {}
@@ -619,10 +622,11 @@ def conllu_documents(text: str) -> List[List[str]]:
         sent_id = sentence.metadata.get("sent_id", str(number))
         key = sent_id.rsplit("-", 1)[0] if re.fullmatch(r"\d+-\d+", sent_id) else f"{sent_id}#{number}"
         documents.setdefault(key, []).extend(words)
+        n_words.append(len(words))
         heads = [token["head"] for token in sentence]
         if any(head is not None and not 0 <= head <= len(sentence) for head in heads):
             raise ValueError(f"sentence {number}: a head outside the sentence")
-    if [len(words) for words in by_spacy] != [len(s) for s in conllu.parse(text)]:
+    if [len(words) for words in by_spacy] != n_words:
         raise ValueError("spaCy's converter and the conllu library read different tokens")
     return list(documents.values())
 

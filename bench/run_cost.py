@@ -29,12 +29,22 @@ def run(command, log: Optional[Path]) -> int:
     if log is None:
         return subprocess.call(command)
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w", encoding="utf8") as sink, subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf8", errors="replace"
-    ) as process:
+    with (
+        log.open("w", encoding="utf8") as sink,
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf8",
+            errors="replace",
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},  # a Python child would hold its output back
+        ) as process,
+    ):
         for line in process.stdout:
-            sys.stdout.write(line)
-            sink.write(line)
+            for stream in (sys.stdout, sink):
+                stream.write(line)
+                stream.flush()
         return process.wait()
 
 
@@ -51,7 +61,10 @@ def main() -> int:
     started = time.time()
     returncode = run(command, Path(args.log) if args.log else None)
     if returncode != 0:
-        print(f"run_cost: {shlex.join(command)} failed with exit status {returncode}; {args.output} not written", file=sys.stderr)
+        print(
+            f"run_cost: {shlex.join(command)} failed with exit status {returncode}; {args.output} not written",
+            file=sys.stderr,
+        )
         return returncode
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = {

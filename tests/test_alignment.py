@@ -12,6 +12,7 @@ from spacy_pairatt.core.alignment import (
     Groups,
     WordAttention,
     align_blocks,
+    bucket_windows,
     pool_attention,
     pool_hidden,
     stack_windows,
@@ -25,12 +26,21 @@ def ragged(token_wordpieces):
     return lengths, indices
 
 
-def pooled(hidden, attentions, doc_align, windows, groups):
-    """(hidden (S, N, M), dense attention (S, F, N, N), alignment) of the groups, in float64."""
-    alignments = DocAlignments.from_docs([a[0] for a in doc_align], [a[1] for a in doc_align], windows)
+def pooled(hidden, attentions, doc_align, windows, groups, window_order=None):
+    """(hidden (S, N, M), dense attention (S, F, N, N), alignment) of the groups, in float64.
+
+    window_order: the order in which the Docs' windows are numbered and stored (default: Doc
+    order), each Doc's attention its own width bucket.
+    """
+    order = list(range(len(windows))) if window_order is None else list(window_order)
+    first_windows = np.zeros(len(windows), dtype="int64")
+    first_windows[order] = np.cumsum([0] + [windows[d][0] for d in order])[:-1]
+    alignments = DocAlignments.from_docs(
+        [a[0] for a in doc_align], [a[1] for a in doc_align], windows, first_windows=first_windows
+    )
     alignment = align_blocks(alignments, groups).to_torch("cpu")
-    window_hidden, _ = stack_windows([torch.as_tensor(h, dtype=torch.float64) for h in hidden])
-    window_attention, _ = stack_windows([torch.as_tensor(a, dtype=torch.float64) for a in attentions])
+    window_hidden = stack_windows([torch.as_tensor(hidden[d], dtype=torch.float64) for d in order])
+    window_attention = [torch.as_tensor(attentions[d], dtype=torch.float64).permute(0, 2, 1, 3) for d in order]
     alignment.rows, alignment.cols, alignment.hidden_weights = (
         t.double() for t in (alignment.rows, alignment.cols, alignment.hidden_weights)
     )
@@ -143,8 +153,9 @@ def reference(hidden, attentions, doc_align, windows, sentences):
 
 @st.composite
 def batches(draw):
-    """Docs of different window counts and widths; tokens with no, one or several wordpieces, some
-    shared between tokens (many-to-many), over several windows; random sentences of each Doc."""
+    """Docs of different window counts and widths, their windows stored in a random order; tokens
+    with no, one or several wordpieces, some shared between tokens (many-to-many), over several
+    windows; one or two random sentences of each Doc (two groups can read the same window)."""
     n_docs = draw(st.integers(1, 3))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     docs, windows, sentences = [], [], []
@@ -156,19 +167,20 @@ def batches(draw):
         ]
         docs.append(ragged(token_pieces))
         windows.append((n_windows, width))
-        start = int(rng.integers(0, n_tokens))
-        sentences.append((doc, start, int(rng.integers(0, n_tokens - start + 1))))
+        for _ in range(int(rng.integers(1, 3))):
+            start = int(rng.integers(0, n_tokens))
+            sentences.append((doc, start, int(rng.integers(0, n_tokens - start + 1))))
     hidden = [rng.normal(size=(w, p, 3)) for w, p in windows]
     attentions = [rng.random(size=(w, 4, p, p)) for w, p in windows]
-    return hidden, attentions, docs, windows, sentences
+    return hidden, attentions, docs, windows, sentences, rng.permutation(n_docs)
 
 
 @settings(max_examples=150, deadline=None)
 @given(batches())
 def test_batched_pooling_equals_the_direct_computation(batch):
-    hidden, attentions, docs, windows, sentences = batch
+    hidden, attentions, docs, windows, sentences, window_order = batch
     groups = Groups.sentences(*np.array(sentences).T)
-    units, words, alignment = pooled(hidden, attentions, docs, windows, groups)
+    units, words, alignment = pooled(hidden, attentions, docs, windows, groups, window_order)
     dense = words.dense()
     for g, (expected_hidden, expected_attention, expected_shared, expected_missing) in enumerate(
         reference(hidden, attentions, docs, windows, sentences)
@@ -199,13 +211,14 @@ def test_gradients_match_finite_differences():
         for name in ("rows", "cols", "hidden_weights"):
             setattr(alignment, name, getattr(alignment, name).double())
         hidden = torch.tensor(rng.normal(size=(3, 5, 2)), requires_grad=True)
-        attention = torch.tensor(rng.random(size=(3, 2, 5, 5)), requires_grad=True)
+        # windows 0 and 1..2 in two buckets (W_b, P, F, P)
+        attention = tuple(torch.tensor(rng.random(size=(n, 5, 2, 5)), requires_grad=True) for n in (1, 2))
         assert torch.autograd.gradcheck(lambda h: pool_hidden(h, alignment), (hidden,))
-        assert torch.autograd.gradcheck(lambda a: pool_attention(a, alignment).dense(), (attention,))
+        assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).dense(), attention)
         weights = torch.randn(3, 2, dtype=torch.float64)
-        assert torch.autograd.gradcheck(lambda a: pool_attention(a, alignment).project(weights), (attention,))
+        assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).project(weights), attention)
         heads = torch.zeros(1, alignment.n_units, dtype=torch.int64)
-        assert torch.autograd.gradcheck(lambda a: pool_attention(a, alignment).at_pairs(heads), (attention,))
+        assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).at_pairs(heads), attention)
 
 
 def test_dense_attention_wraps_as_one_block_per_group():
@@ -214,10 +227,20 @@ def test_dense_attention_wraps_as_one_block_per_group():
     torch.testing.assert_close(words.dense(), attention)
 
 
-def test_windows_of_different_widths_are_padded():
-    """Docs transformed in different sub-batches have different P: stacked windows are right-padded."""
-    stacked, widths = stack_windows([torch.ones(1, 3, 2), torch.ones(2, 5, 2)])
-    assert stacked.shape == (3, 5, 2) and widths == [3, 5]
+def test_hidden_states_of_different_widths_are_padded():
+    """Docs transformed in different sub-batches have different P: stacked hidden states are right-padded."""
+    stacked = stack_windows([torch.ones(1, 3, 2), torch.ones(2, 5, 2)])
+    assert stacked.shape == (3, 5, 2)
     assert float(stacked[0, 3:].abs().sum()) == 0
-    maps, _ = stack_windows([torch.ones(1, 2, 3, 3), torch.ones(1, 2, 4, 4)])
-    assert maps.shape == (2, 2, 4, 4) and float(maps[0, :, 3].sum() + maps[0, :, :, 3].sum()) == 0
+
+
+def test_attention_is_bucketed_by_width_without_padding():
+    """Each layer lands in its bucket's slot, layer-major; Docs of one width share a bucket."""
+    docs = [[torch.full((1, 2, 3, 3), 10.0 * d + layer) for layer in range(2)] for d in range(2)]
+    docs.append([torch.full((2, 2, 4, 4), 20.0 + layer) for layer in range(2)])
+    docs[0][1][0, 1, 2, 0] = -1.0  # layer 1, head 1: position 2 attends to position 0
+    buckets = bucket_windows(docs)
+    assert [tuple(b.shape) for b in buckets] == [(2, 3, 4, 3), (2, 4, 4, 4)]
+    assert buckets[0][:, 0, :, 0].tolist() == [[0, 0, 1, 1], [10, 10, 11, 11]]
+    assert buckets[1][:, 0, :, 0].tolist() == [[20, 20, 21, 21]] * 2
+    assert buckets[0][0, 2, 3, 0] == -1.0

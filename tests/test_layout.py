@@ -18,7 +18,7 @@ nlp = spacy.blank("en")
 for name in ("pairatt_parser", "pairatt_rel", "pairatt_release_attention"):
     nlp.add_pipe(name)
 loaded = []
-for group in ("factories", "architectures", "scorers", "readers", "misc", "span_getters"):
+for group in ("factories", "architectures", "scorers", "readers", "misc", "span_getters", "tokenizers"):
     for entry_point in entry_points(group="spacy_" + group):
         if entry_point.value.startswith("spacy_pairatt"):
             entry_point.load()

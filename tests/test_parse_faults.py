@@ -273,11 +273,12 @@ def read_back(text):
     by_conllu = []
     for sentence in conllu.parse(text):
         words = []
-        for token in sentence:
+        for token in sentence.filter(id=lambda token_id: isinstance(token_id, int)):
             misc = token["misc"] or {}
             words.append(unescape_misc(misc["SpacesInToken"]) if "SpacesInToken" in misc else token["form"])
         by_conllu.append(words)
-        assert len(sentence) == len(words) and all(isinstance(token["id"], int) for token in sentence)
+        # every line is a word or a multiword token's line (`2-3 don't`) before its words
+        assert all(isinstance(token["id"], int) or token["id"][1] == "-" for token in sentence)
     return by_spacy, by_conllu
 
 

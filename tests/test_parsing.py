@@ -70,12 +70,13 @@ def parse(model, input_path, output, *options):
 
 
 def conllu_sentences(text):
-    """[(comments as a dict, rows as column lists)] for each block, checking it is a valid tree."""
+    """[(comments as a dict, word rows as column lists)] for each block, checking it is a valid tree
+    (multiword token lines, `2-3 don't`, are left out)."""
     sentences = []
     for block in text.strip("\n").split("\n\n"):
         lines = block.split("\n")
         comments = dict(line[2:].split(" = ", 1) for line in lines if line.startswith("# "))
-        rows = [line.split("\t") for line in lines if not line.startswith("#")]
+        rows = [line.split("\t") for line in lines if not line.startswith("#") and "-" not in line.split("\t")[0]]
         assert all(len(row) == 10 for row in rows)
         assert [row[0] for row in rows] == [str(i) for i in range(1, len(rows) + 1)]
         assert all(0 <= int(row[6]) <= len(rows) for row in rows)
@@ -92,14 +93,29 @@ def token_text(row):
 
 
 def input_sentences(path):
-    """[(comments, [(FORM, SpaceAfter=No)] of the words)] of a CoNLL-U file, read without spaCy."""
+    """[(comments, FORMs of the words, multiword token lines)] of a CoNLL-U file, read without spaCy."""
     sentences = []
     for block in open(path, encoding="utf8").read().strip("\n").split("\n\n"):
         lines = block.split("\n")
         comments = dict(line[2:].split(" = ", 1) for line in lines if line.startswith("# "))
         rows = [line.split("\t") for line in lines if not line.startswith("#")]
-        sentences.append((comments, [row[1] for row in rows if row[0].isdigit()]))
+        multiword = [line for line in lines if "-" in line.split("\t")[0]]
+        sentences.append((comments, [row[1] for row in rows if row[0].isdigit()], multiword))
     return sentences
+
+
+def token_texts(text):
+    """Each block's text from its tokens (multiword tokens whole) and their SpaceAfter."""
+    texts = []
+    for block in text.strip("\n").split("\n\n"):
+        parts, multiword_end = [], 0
+        for row in (line.split("\t") for line in block.split("\n") if not line.startswith("#")):
+            first, _, last = row[0].partition("-")
+            if int(first) > multiword_end:
+                parts.append(row[1] + ("" if "SpaceAfter=No" in row[9] else " "))
+                multiword_end = int(last or first)
+        texts.append("".join(parts).strip())
+    return texts
 
 
 def test_text_to_conllu_matches_nlp_pipe(model_dir, text_file, tmp_path):
@@ -130,15 +146,18 @@ def test_text_to_conllu_matches_nlp_pipe(model_dir, text_file, tmp_path):
 
 
 def test_conllu_input_keeps_tokenisation_comments_and_sentences(model_dir, dev_file, tmp_path):
-    sentences = conllu_sentences(parse(model_dir, dev_file, tmp_path / "out.conllu", "--input-format", "conllu"))
+    output = parse(model_dir, dev_file, tmp_path / "out.conllu", "--input-format", "conllu")
+    sentences = conllu_sentences(output)
     original = input_sentences(dev_file)
     assert len(sentences) == N_DEV_SENTENCES
-    assert [comments for comments, _ in sentences] == [comments for comments, _ in original]
-    assert [[row[1] for row in rows] for _, rows in sentences] == [words for _, words in original]
-    for comments, rows in sentences:
-        # the words and their SpaceAfter give back the sentence's text
-        text = "".join(row[1] + ("" if row[9] == "SpaceAfter=No" else " ") for row in rows)
-        assert text.strip() == comments["text"]
+    assert [comments for comments, _ in sentences] == [comments for comments, _, _ in original]
+    assert [[row[1] for row in rows] for _, rows in sentences] == [words for _, words, _ in original]
+    # the treebank's multiword tokens (didn't, Today's) come back as multiword token lines
+    assert [[line.split("\t")[:2] for line in multiword] for *_, multiword in original] == [
+        [line.split("\t")[:2] for line in multiword] for _, _, multiword in input_sentences(tmp_path / "out.conllu")
+    ]
+    # the tokens and their SpaceAfter give back the sentence's text
+    assert token_texts(output) == [comments["text"] for comments, _ in sentences]
 
 
 def test_json_output_has_the_conllu_parses(model_dir, text_file, tmp_path):

@@ -71,8 +71,9 @@ def test_entities_in_separate_windows_pool_in_proportion_to_the_entities():
 @settings(max_examples=100, deadline=None)
 @given(batches())
 def test_the_projection_at_shared_pairs_is_the_dense_projection_where_it_is_not_zero(batch):
-    hidden, attentions, docs, windows, sentences = batch
-    _, words, alignment = pooled(hidden, attentions, docs, windows, Groups.sentences(*np.array(sentences).T))
+    hidden, attentions, docs, windows, sentences, window_order = batch
+    groups = Groups.sentences(*np.array(sentences).T)
+    _, words, alignment = pooled(hidden, attentions, docs, windows, groups, window_order)
     weights = torch.randn(2, words.n_maps, dtype=torch.float64)
     slots, values = words.project_shared(weights)
     dense = words.project(weights).permute(0, 2, 3, 1).reshape(-1, 2)  # row g * N * N + i * N + j

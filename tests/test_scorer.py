@@ -130,7 +130,7 @@ def test_thinc_scorer_builds_lazily_and_backprops_to_the_windows():
     hidden, attention = torch.randn(2, 6, 5, generator=g), torch.rand(2, 6, 6, 6, generator=g)
     # One Doc of 4 tokens over two windows of 6 positions; token 2 owns no wordpiece.
     alignments = DocAlignments.from_docs([np.array([1, 2, 0, 1])], [np.array([1, 2, 3, 7])], [(2, 6)])
-    windows = WindowBatch(hidden, attention, alignments, [2], [6], n_heads=6)
+    windows = WindowBatch(hidden, [attention], alignments, [2], [6], [0], n_heads=6)
     batch = chunk_batch(windows, Groups.sentences([0], [0], [4]), [0], attention_requires_grad=False)
     scores, backprop = model(batch, is_train=True)
     assert scores.shape == (1, 5, 5, 4)
@@ -173,13 +173,16 @@ def test_inference_arcs_and_labels_on_chosen_arcs_equal_the_full_scores():
     missing = (torch.rand(batch, n_units) > 0.7).float()
     unshared = (torch.rand(batch, n_units, n_units) > 0.7).float()
     heads = torch.randint(0, n_units, (batch, n_units))
+    heads[:, 0] = heads[-1, -2:] = -1  # the root and padding: not scored
     with torch.no_grad():
         full = module(hidden, attention, missing, unshared)
         arcs, state = module.arc_scores(hidden, attention, missing, unshared)
         labels = module.label_scores_at(state, heads)
     torch.testing.assert_close(arcs, full[..., 0], atol=1e-4, rtol=1e-4)
-    chosen = full[torch.arange(batch)[:, None], torch.arange(n_units)[None], heads, 1:]
-    torch.testing.assert_close(labels, chosen, atol=1e-3, rtol=1e-4)
+    chosen = full[torch.arange(batch)[:, None], torch.arange(n_units)[None], heads.clamp(min=0), 1:]
+    scored = heads >= 0
+    torch.testing.assert_close(labels[scored], chosen[scored], atol=1e-3, rtol=1e-4)
+    assert float(labels[~scored].abs().sum()) == 0
 
 
 def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():

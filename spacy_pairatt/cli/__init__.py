@@ -2,11 +2,11 @@
 
 import argparse
 
-from . import ablation, attention_curve, corpora, evaluate, parse, probing, release
+from . import ablation, attention_curve, corpora, evaluate, parse, probing, release, tokenizer
 from .errors import one_line
 
 # Each module adds its commands; --help lists them in this order.
-COMMAND_GROUPS = (corpora, parse, evaluate, release, probing, ablation, attention_curve)
+COMMAND_GROUPS = (corpora, tokenizer, parse, evaluate, release, probing, ablation, attention_curve)
 
 
 def build_parser() -> argparse.ArgumentParser:

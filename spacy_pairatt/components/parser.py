@@ -122,7 +122,7 @@ class PairAttParser(PairScoringPipe):
         arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
         lengths = np.array([n_words for _, _, n_words in parse.sentences], dtype="int64")
         heads = decode_batch(arcs, lengths, self.decoder)
-        label_scores = parse.label_scores(np.maximum(heads, 0))
+        label_scores = parse.label_scores(heads)
         root_allowed = np.isin(self.labels, self.cfg["root_labels"])
         return heads, best_labels(label_scores, heads, root_allowed, ~root_allowed)
 

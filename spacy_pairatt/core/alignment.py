@@ -25,6 +25,7 @@ gradients by autograd.
 """
 
 from dataclasses import dataclass, fields
+from itertools import groupby
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -61,20 +62,28 @@ class DocAlignments:
 
     @classmethod
     def from_docs(
-        cls, lengths: Sequence[np.ndarray], indices: Sequence[np.ndarray], windows: Sequence[Tuple[int, int]]
+        cls,
+        lengths: Sequence[np.ndarray],
+        indices: Sequence[np.ndarray],
+        windows: Sequence[Tuple[int, int]],
+        first_windows: Optional[Sequence[int]] = None,
     ) -> "DocAlignments":
         """lengths/indices: each Doc's `align.lengths` / `align.dataXd` (flat in its own (W_d * P_d)
-        grid); windows: each Doc's (W_d, P_d)."""
+        grid); windows: each Doc's (W_d, P_d); first_windows: each Doc's first global window
+        (default: the Docs' windows numbered consecutively in Doc order)."""
         n_windows = np.array([w for w, _ in windows], dtype="int64")
         widths = np.array([p for _, p in windows], dtype="int64")
         n_positions = int(widths.max(initial=1))
-        window_offsets = np.cumsum(n_windows) - n_windows
+        if first_windows is None:
+            window_offsets = np.cumsum(n_windows) - n_windows
+        else:
+            window_offsets = np.asarray(first_windows, dtype="int64").reshape(len(windows))
         counts = np.array([len(i) for i in indices], dtype="int64")
         flat = np.concatenate([np.asarray(i, dtype="int64").ravel() for i in indices] or [np.zeros(0, "int64")])
         width = np.repeat(widths, counts)
-        positions = (np.repeat(window_offsets, counts) + flat // np.maximum(width, 1)) * n_positions + flat % np.maximum(
-            width, 1
-        )
+        positions = (
+            np.repeat(window_offsets, counts) + flat // np.maximum(width, 1)
+        ) * n_positions + flat % np.maximum(width, 1)
         token_counts = np.array([len(length) for length in lengths], dtype="int64")
         return cls(
             lengths=np.concatenate([np.asarray(x, dtype="int64") for x in lengths] or [np.zeros(0, "int64")]),
@@ -366,29 +375,66 @@ class WordAttention:
         return place(to_head), place(from_head)
 
 
-def pool_attention(window_attention: torch.Tensor, alignment: BlockAlignment) -> WordAttention:
+def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignment) -> WordAttention:
     """Word-level attention between the units of every group, for every map.
 
-    window_attention: (W, F, P, P) the batch's windows, all layers' heads stacked layer-major,
-    rows attending to columns. Each block is rows (U, P) @ maps (F, P, P) @ cols.T (P, U).
+    window_maps: the batch's windows in width buckets [(W_b, P_b, F, P_b)] (`bucket_windows`):
+    [w, p, f, q] is how much position p attends to position q in map f (all layers' heads,
+    layer-major); global window w is row w - (windows of the buckets before) of its bucket.
+    Buckets keep windows of different widths unpadded: padding a batch's maps to its widest window
+    multiplied the copied and pooled values up to forty-fold. Each block is rows (U, P_b) @ maps
+    (P_b, F * P_b), then (U * F, P_b) @ cols.T (P_b, U): two batched matmuls per bucket whose
+    inner sizes are whole maps, not one small matmul per map.
     """
-    maps = window_attention[alignment.block_window]  # (Bk, F, P, P)
-    from_units = torch.matmul(alignment.rows[:, None], maps)  # (Bk, F, U, P)
-    return WordAttention(torch.matmul(from_units, alignment.cols[:, None].transpose(2, 3)), alignment)
+    device = alignment.block_window.device
+    sizes = torch.tensor([len(maps) for maps in window_maps], dtype=torch.int64, device=device)
+    ends = torch.cumsum(sizes, 0)
+    bucket_of_block = torch.bucketize(alignment.block_window, ends, right=True)
+    n_units, n_maps = alignment.unit_of.shape[1], window_maps[0].shape[2]
+    pooled, placed = [window_maps[0].new_zeros(0, n_maps, n_units, n_units)], [ends[:0]]
+    for bucket, maps in enumerate(window_maps):
+        blocks = torch.nonzero(bucket_of_block == bucket).flatten()
+        if len(blocks) == 0:
+            continue
+        local, order = torch.sort(alignment.block_window[blocks] - (ends[bucket] - sizes[bucket]))
+        blocks = blocks[order]
+        width = maps.shape[-1]
+        every_window_once = len(local) == len(maps) and bool((local == torch.arange(len(maps), device=device)).all())
+        block_maps = maps if every_window_once else maps[local]  # the copy only where blocks repeat or skip windows
+        used = int((alignment.unit_of[blocks] >= 0).sum(1).max())  # block units beyond are padding here
+        rows, cols = alignment.rows[blocks, :used, :width], alignment.cols[blocks, :used, :width]
+        from_units = torch.matmul(rows, block_maps.reshape(-1, width, n_maps * width))  # (Bk_b, U_b, F * P_b)
+        to_units = torch.matmul(from_units.view(-1, used * n_maps, width), cols.transpose(1, 2))  # (Bk_b, U_b * F, U_b)
+        padding = (0, n_units - used, 0, n_units - used)
+        pooled.append(torch.nn.functional.pad(to_units.view(-1, used, n_maps, used).transpose(1, 2), padding))
+        placed.append(blocks)
+    placed = torch.cat(placed)
+    inverse = torch.empty_like(placed)
+    inverse[placed] = torch.arange(len(placed), device=device)
+    return WordAttention(torch.cat(pooled)[inverse], alignment)
 
 
-def stack_windows(arrays: List[torch.Tensor]) -> Tuple[torch.Tensor, List[int]]:
-    """Concatenate per-Doc (W_d, P_d, ...) window tensors, right-padding positions to the widest P.
+def stack_windows(arrays: List[torch.Tensor]) -> torch.Tensor:
+    """Concatenate per-Doc (W_d, P_d, M) hidden states, right-padding positions to the widest P."""
+    widest = max(array.shape[1] for array in arrays)
+    return torch.cat([torch.nn.functional.pad(array, (0, 0, 0, widest - array.shape[1])) for array in arrays])
 
-    Positions are the dims after the first whose size is P_d (1 for hidden states, the last two
-    for attention maps). Returns the stacked tensor and each Doc's P_d.
+
+def bucket_windows(layers_per_doc: List[List[torch.Tensor]]) -> List[torch.Tensor]:
+    """Per-Doc attention, each a list of L layers (W_d, H, P_d, P_d), as width buckets (W_b, P_b, L*H, P_b).
+
+    Docs of one width must be consecutive; each layer is copied once, into its bucket's slot, row
+    positions first so that `pool_attention` reads every map of a row position at once.
     """
-    widths = [a.shape[-1] if a.dim() == 4 else a.shape[1] for a in arrays]
-    widest = max(widths)
-    padded = []
-    for array, width in zip(arrays, widths):
-        if width < widest:
-            pad = (0, widest - width, 0, widest - width) if array.dim() == 4 else (0, 0, 0, widest - width)
-            array = torch.nn.functional.pad(array, pad)
-        padded.append(array)
-    return torch.cat(padded), widths
+    buckets = []
+    for width, same_width in groupby(layers_per_doc, key=lambda layers: layers[0].shape[-1]):
+        docs = list(same_width)
+        n_layers, n_heads = len(docs[0]), docs[0][0].shape[1]
+        bucket = docs[0][0].new_empty(sum(len(layers[0]) for layers in docs), width, n_layers, n_heads, width)
+        row = 0
+        for layers in docs:
+            for layer, maps in enumerate(layers):
+                bucket[row : row + len(maps), :, layer].copy_(maps.transpose(1, 2))
+            row += len(layers[0])
+        buckets.append(bucket.view(len(bucket), width, n_layers * n_heads, width))
+    return buckets

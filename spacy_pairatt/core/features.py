@@ -15,13 +15,14 @@ import numpy as np
 import torch
 from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
-from thinc.api import torch2xp, xp2torch
+from thinc.api import torch2xp
 
 from .alignment import (
     BlockAlignment,
     DocAlignments,
     Groups,
     align_blocks,
+    bucket_windows,
     pool_attention,
     pool_hidden,
     ragged_arange,
@@ -75,48 +76,56 @@ def _even_pieces(start: int, end: int) -> List[Tuple[int, int]]:
 class WindowBatch:
     """The transformer's output for a batch of Docs, every Doc's windows stacked on its device.
 
-    hidden: (W, P, M) last hidden state; attention: (W, L*H, P, P) every layer's heads, layer-major,
-    or None when not used; alignments: every Doc's token -> wordpiece map in that window numbering;
-    doc_windows / doc_widths: each Doc's (W_d, P_d) (0, 0 for Docs without output);
-    n_heads: heads per layer.
+    Windows are numbered by the width of their Doc's transformer sub-batch (then Doc order), so
+    windows of one width are consecutive. hidden: (W, P, M) last hidden state, right-padded to
+    the widest P; attention: the maps in width buckets [(W_b, P_b, L*H, P_b)], every layer's heads
+    layer-major (`alignment.bucket_windows`), or None when not used; alignments: every Doc's
+    token -> wordpiece map in that window numbering; doc_windows / doc_widths / doc_first_window:
+    each Doc's W_d, P_d and first window (0 windows for Docs without output); n_heads: heads per layer.
     """
 
     hidden: torch.Tensor
-    attention: Optional[torch.Tensor]
+    attention: Optional[List[torch.Tensor]]
     alignments: DocAlignments
     doc_windows: List[int]
     doc_widths: List[int]
+    doc_first_window: List[int]
     n_heads: int
 
 
 def window_batch(docs: Sequence[Doc], trf_datas, use_attention: bool, needed: Sequence[bool]) -> WindowBatch:
     """Stack the outputs of the Docs marked `needed` (the others, e.g. empty Docs, contribute nothing)."""
-    hiddens, attentions, lengths, indices, windows = [], [], [], [], []
-    n_heads = 0
-    for doc_index, (doc, trf_data, used) in enumerate(zip(docs, trf_datas, needed)):
-        if not used:
-            lengths.append(np.zeros(len(doc), dtype="int64"))
-            indices.append(np.zeros(0, dtype="int64"))
-            windows.append((0, 0))
-            continue
-        hidden, layers = _doc_outputs(doc_index, doc, trf_data, use_attention)
-        hiddens.append(hidden)
-        if layers is not None:
-            n_heads = layers[0].shape[1]
-            attentions.append(torch.cat(layers, dim=1))
-        lengths.append(np.asarray(trf_data.align.lengths, dtype="int64"))
-        indices.append(np.asarray(trf_data.align.dataXd, dtype="int64").ravel())
-        windows.append((hidden.shape[0], hidden.shape[1]))
-    hidden, _ = stack_windows(hiddens)
-    attention = stack_windows(attentions)[0] if attentions else None
+    outputs = {
+        index: _doc_outputs(index, doc, trf_data, use_attention)
+        for index, (doc, trf_data, used) in enumerate(zip(docs, trf_datas, needed))
+        if used
+    }
+    doc_windows = [outputs[i][0].shape[0] if i in outputs else 0 for i in range(len(docs))]
+    doc_widths = [outputs[i][0].shape[1] if i in outputs else 0 for i in range(len(docs))]
+    order = sorted(outputs, key=lambda index: doc_widths[index])
+    first_window = np.zeros(len(docs), dtype="int64")
+    first_window[order] = np.cumsum([0] + [doc_windows[i] for i in order])[:-1]
+    attention = bucket_windows([outputs[i][1] for i in order]) if use_attention and order else None
     return WindowBatch(
-        hidden=hidden,
+        hidden=stack_windows([outputs[i][0] for i in order]),
         attention=attention,
-        alignments=DocAlignments.from_docs(lengths, indices, windows),
-        doc_windows=[w for w, _ in windows],
-        doc_widths=[p for _, p in windows],
-        n_heads=n_heads,
+        alignments=DocAlignments.from_docs(
+            *zip(*(_doc_alignment(doc, trf_data, used) for doc, trf_data, used in zip(docs, trf_datas, needed))),
+            windows=list(zip(doc_windows, doc_widths)),
+            first_windows=first_window,
+        ),
+        doc_windows=doc_windows,
+        doc_widths=doc_widths,
+        doc_first_window=first_window.tolist(),
+        n_heads=outputs[order[0]][1][0].shape[1] if use_attention and order else 0,
     )
+
+
+def _doc_alignment(doc: Doc, trf_data, used: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """(wordpieces per token, their flat positions) of one Doc; none for a Doc without output."""
+    if not used:
+        return np.zeros(len(doc), dtype="int64"), np.zeros(0, dtype="int64")
+    return np.asarray(trf_data.align.lengths, dtype="int64"), np.asarray(trf_data.align.dataXd, dtype="int64").ravel()
 
 
 def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
@@ -131,26 +140,29 @@ def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
             f"has {len(doc)}; the Doc was changed after the transformer ran"
         )
     output = trf_data.model_output
-    layers = [xp2torch(layer) for layer in output["attentions"]] if use_attention else None
-    return xp2torch(output["last_hidden_state"]), layers
+    # torch.as_tensor shares the memory of numpy and cupy arrays (thinc's xp2torch looks up the
+    # default device on every call, a tenth of the parser's time for 7 arrays a Doc).
+    layers = [torch.as_tensor(layer) for layer in output["attentions"]] if use_attention else None
+    return torch.as_tensor(output["last_hidden_state"]), layers
 
 
-def split_window_gradients(windows: WindowBatch, d_hidden: torch.Tensor, d_attention: Optional[torch.Tensor]):
+def split_window_gradients(windows: WindowBatch, d_hidden: torch.Tensor, d_attention: Optional[List[torch.Tensor]]):
     """Per-Doc (d last_hidden_state (W_d, P_d, M), d attentions [(W_d, H, P_d, P_d)] or None), xp arrays;
-    None for Docs without output."""
+    None for Docs without output. d_attention: one gradient per width bucket of `windows.attention`."""
+    bucket_starts = np.cumsum([0] + [len(bucket) for bucket in windows.attention or []])
     grads = []
-    first = 0
-    for n_windows, width in zip(windows.doc_windows, windows.doc_widths):
+    for n_windows, width, first in zip(windows.doc_windows, windows.doc_widths, windows.doc_first_window):
         if n_windows == 0:
             grads.append(None)
             continue
-        rows = slice(first, first + n_windows)
-        first += n_windows
         doc_attention = None
         if d_attention is not None:
-            maps = d_attention[rows, :, :width, :width]
-            doc_attention = [torch2xp(layer.contiguous()) for layer in maps.split(windows.n_heads, dim=1)]
-        grads.append((torch2xp(d_hidden[rows, :width].contiguous()), doc_attention))
+            bucket = int(np.searchsorted(bucket_starts, first, side="right")) - 1
+            row = first - int(bucket_starts[bucket])
+            maps = d_attention[bucket][row : row + n_windows]  # (W_d, P, L*H, P)
+            per_layer = maps.unflatten(2, (-1, windows.n_heads)).permute(2, 0, 3, 1, 4)  # (L, W_d, H, P, P)
+            doc_attention = [torch2xp(layer.contiguous()) for layer in per_layer]
+        grads.append((torch2xp(d_hidden[first : first + n_windows, :width].contiguous()), doc_attention))
     return grads
 
 

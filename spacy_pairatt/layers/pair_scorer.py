@@ -150,16 +150,20 @@ def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
     windows = batch.windows
     hidden = windows.hidden.detach().requires_grad_(is_train)
     attention = None
-    if windows.attention is not None:  # present when the scorer uses attention
-        attention = windows.attention.detach().requires_grad_(is_train and batch.attention_requires_grad)
+    if windows.attention is not None:  # present when the scorer uses attention: one tensor per width bucket
+        attention = [
+            bucket.detach().requires_grad_(is_train and batch.attention_requires_grad) for bucket in windows.attention
+        ]
     alignment = batch.alignment.to_torch(hidden.device)
 
     def grads_to_windows(d_args: ArgsKwargs) -> WindowGradients:
         d_hidden, d_attention = d_args.args[:2]
         d_hidden = torch.zeros_like(hidden) if d_hidden is None else d_hidden
-        if batch.attention_requires_grad:
-            d_attention = torch.zeros_like(attention) if d_attention is None else d_attention
-        return WindowGradients(d_hidden, d_attention if batch.attention_requires_grad else None)
+        if not batch.attention_requires_grad:
+            return WindowGradients(d_hidden)
+        return WindowGradients(
+            d_hidden, [torch.zeros_like(a) if d is None else d for a, d in zip(attention, d_attention)]
+        )
 
     return ArgsKwargs(args=(hidden, attention, alignment), kwargs={}), grads_to_windows
 

@@ -30,11 +30,11 @@ class ParseScores:
     labels_at: Optional[Callable[[np.ndarray], np.ndarray]] = None
 
     def label_scores(self, heads: np.ndarray) -> np.ndarray:
-        """(B, N, K) label scores of the arcs heads[b, i] -> i."""
+        """(B, N, K) label scores of the arcs heads[b, i] -> i; units without a head (-1) are not scored."""
         if self.labels_at is not None:
             return self.labels_at(heads)
         batch, n_units = heads.shape
-        return self.scores[np.arange(batch)[:, None], np.arange(n_units)[None], heads, 1:]
+        return self.scores[np.arange(batch)[:, None], np.arange(n_units)[None], np.maximum(heads, 0), 1:]
 
 
 def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:

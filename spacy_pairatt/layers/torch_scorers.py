@@ -222,29 +222,36 @@ class BiaffinePairScorer(nn.Module):
         return arc, (p, attention, missing, unshared)
 
     def label_scores_at(self, state, heads: torch.Tensor) -> torch.Tensor:
-        """(B, N, K) label scores of the arcs heads[b, i] -> i, equal to forward(...)[b, i, heads[b, i], 1:]."""
+        """(B, N, K) label scores of the arcs heads[b, i] -> i, equal to forward(...)[b, i, heads[b, i], 1:].
+
+        Only units with a head (heads[b, i] >= 0; the root and padding have -1 and get zeros) are
+        scored: the bilinear costs K x E x E per unit, and a chunk is padded to its longest sentence.
+        """
         p, attention, missing, unshared = state
         batch, n_units = heads.shape
-        rows = torch.arange(n_units, device=heads.device)[None].expand(batch, -1)
-        batch_index = torch.arange(batch, device=heads.device)[:, None]
-        labels = self.label_bias.expand(batch, n_units, -1)
+        sentence, unit = torch.nonzero(heads >= 0, as_tuple=True)
+        head = heads[sentence, unit]
+        labels = self.label_bias.expand(len(unit), -1)
         if p is not None:
-            dependent, head = p["label_dependent"], p["label_head"][batch_index, heads]  # (B, N, E)
-            label_width = self.label_bilinear.shape[-1]
-            bilinear = self.label_bilinear.permute(1, 0, 2).reshape(label_width, -1)
-            dependent_u = (dependent @ bilinear).view(batch, n_units, self.n_labels, label_width)
-            labels = labels + torch.matmul(dependent_u, head[..., None])[..., 0]
-            labels = labels + self.label_dependent(dependent) + self.label_head(head)
+            dependent_vectors, head_vectors = p["label_dependent"][sentence, unit], p["label_head"][sentence, head]
+            labels = (
+                labels
+                + nn.functional.bilinear(dependent_vectors, head_vectors, self.label_bilinear)
+                + self.label_dependent(dependent_vectors)
+                + self.label_head(head_vectors)
+            )
         indicators = self.indicators
         labels = (
             labels
-            + missing[..., None] * indicators.missing_dependent[1:]
-            + missing[batch_index, heads][..., None] * indicators.missing_head[1:]
-            + unshared[batch_index, rows, heads][..., None] * indicators.unshared[1:]
+            + missing[sentence, unit, None] * indicators.missing_dependent[1:]
+            + missing[sentence, head, None] * indicators.missing_head[1:]
+            + unshared[sentence, unit, head, None] * indicators.unshared[1:]
         )
         if self.attention is not None:
-            labels = labels + self.attention.at_pairs(attention, heads, slice(1, None))
-        return labels
+            labels = labels + self.attention.at_pairs(attention, heads.clamp(min=0), slice(1, None))[sentence, unit]
+        scores = labels.new_zeros(batch, n_units, self.n_labels)
+        scores[sentence, unit] = labels
+        return scores
 
 
 # The relation scorer's hidden layer holds pairs x hidden_width values per tensor. It runs over
@@ -334,8 +341,9 @@ class RelationPairScorer(nn.Module):
 class PooledPairScorer(nn.Module):
     """Pooling from the transformer's windows to units, then a pair scorer: one autograd graph.
 
-    forward / arc_scores take window_hidden (W, P, M), window_attention (W, F, P, P) or None and
-    the chunk's BlockAlignment (torch), and return what the wrapped scorer returns.
+    forward / arc_scores take window_hidden (W, P, M), window_attention (the maps in width buckets,
+    [(W_b, P_b, F, P_b)]) or None and the chunk's BlockAlignment (torch), and return what the
+    wrapped scorer returns.
     """
 
     def __init__(self, scorer: nn.Module, use_attention: bool):

@@ -10,6 +10,7 @@ from conllu.models import TokenList
 from spacy.tokens import Doc
 from tqdm import tqdm
 
+from ..components.tokenizer import multiword_tokens
 from .errors import ParseCommandError, check_choice
 from .reading import SOURCE_KEY, comment_parts
 
@@ -77,17 +78,23 @@ def conllu_blocks(doc: Doc) -> str:
 
     `_` where the pipeline set nothing. A Doc of one sentence keeps its input comments (sent_id,
     text, newdoc...); a Doc split into several sentences gets sent_ids `ID-1`, `ID-2`... The root's
-    spaCy label ROOT is written as UD's `root`. Any text gives lines that every reader splits the
-    same way (see conllu_form); the token lines are written by the `conllu` library.
+    spaCy label ROOT is written as UD's `root`. English tokens written together that UD makes one
+    token (`do` `n't`) get a multiword token line before their words (see multiword_line). Any text
+    gives lines that every reader splits the same way (see conllu_form); the token lines are written
+    by the `conllu` library.
     """
     annotated = {attr: doc.has_annotation(attr) for attr in ("LEMMA", "POS", "TAG", "MORPH", "DEP")}
     sentences = list(doc.sents) if doc.has_annotation("SENT_START") or annotated["DEP"] else [doc[:]]
     blocks = []
     for number, sentence in enumerate(sentences, 1):
         tokens = []
-        for token in sentence:
+        runs = {run.start: run for run in multiword_tokens(sentence)}
+        inside = {i for run in runs.values() for i in run}
+        for position, token in enumerate(sentence):
+            if position in runs:
+                tokens.append(multiword_line(sentence, runs[position]))
             form = conllu_form(token.text)
-            misc = {} if token.whitespace_ else {"SpaceAfter": "No"}
+            misc = {} if token.whitespace_ or position in inside else {"SpaceAfter": "No"}
             if form != token.text:
                 misc["SpacesInToken"] = escape_misc(token.text)
             head = deprel = None
@@ -117,6 +124,16 @@ def conllu_blocks(doc: Doc) -> str:
         blocks.append("".join(f"# {conllu_comment(comment)}\n" for comment in comments))
         blocks.append(TokenList(tokens).serialize())
     return "".join(blocks)
+
+
+def multiword_line(sentence, run: range) -> ConlluToken:
+    """The line `2-3 don't` of a UD multiword token over the sentence's tokens `run`; SpaceAfter is
+    its last token's, and its words then carry none (tokenizer.multiword_tokens says which)."""
+    surface = sentence[run.start : run.stop]
+    values = {"id": (run.start + 1, "-", run.stop), "form": conllu_form(surface.text)}
+    values.update(dict.fromkeys(("lemma", "upos", "xpos", "feats", "head", "deprel", "deps")))
+    values["misc"] = None if surface[-1].whitespace_ else {"SpaceAfter": "No"}
+    return ConlluToken(values)
 
 
 def sentence_comments(doc: Doc, sentence, number: int, n_sentences: int) -> List[str]:

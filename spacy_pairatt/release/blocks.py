@@ -42,6 +42,16 @@ def segmentation_block(results: Results) -> str:
     return evaluation_block(results, SEGMENTATION_ROWS, "python -m spacy project run evaluate")
 
 
+def tokenizer_block(results: Results) -> str:
+    """spaCy's English tokenizer and the UD English one on EWT: F1, rule effects (docs/ud_pipeline.md)."""
+    from ..evaluation.tokenizer_eval import tokenizer_tables
+
+    path = "results/tokenizer_ewt.json"
+    result = results.json(path)
+    table = tokenizer_tables(result) + "\n" if result else ""
+    return table + source_note(results, [(path, "tokenizer")], "python -m spacy project run tokenizer-ewt")
+
+
 RELATION_FILES = tuple(
     f"results/relations/{name}.json"
     for name in (

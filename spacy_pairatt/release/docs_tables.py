@@ -24,6 +24,7 @@ from .blocks import (
     relations_block,
     relations_memory_block,
     segmentation_block,
+    tokenizer_block,
 )
 from .footprint import requirements_block
 from .limits import limits_block
@@ -33,6 +34,7 @@ DOC_FILES = ("README.md", "docs/*.md")
 BLOCKS: Dict[str, Callable[[Results], str]] = {
     "results": compare_block,
     "segmentation": segmentation_block,
+    "tokenizer": tokenizer_block,
     "relations": relations_block,
     "bench": bench_block,
     "relations-memory": relations_memory_block,

@@ -21,7 +21,7 @@ class CodeChange:
 
 
 # The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "transition" (spaCy's
-# transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe".
+# transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval).
 CODE_CHANGES = (
     CodeChange(
         "2026-11-22T17:45:16+00:00", "64036e9", "labels scored on decoded arcs and dropout off at inference",
@@ -33,6 +33,10 @@ CODE_CHANGES = (
     CodeChange(
         "2026-11-25T09:49:34+00:00", "52bb9f7", "the batched torch feature path and the compiled MST decoder",
         frozenset({"parser", "bench", "relations", "probe"}),
+    ),
+    CodeChange(
+        "2026-11-25T13:08:53+00:00", "522d06f", "the attention in width buckets and chunks padded at most twofold",
+        frozenset({"parser", "bench"}),
     ),
 )  # fmt: skip
 
