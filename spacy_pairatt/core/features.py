@@ -1,7 +1,7 @@
 """Pair features of eq. 5 for a batch: the transformer's windows as torch tensors, and the groups to pool.
 
 The pair scorer never sees the N x N x (2M + 2LH) concatenation: it gets the pooled word vectors
-and the word-level attention as per-window blocks (`alignment.WordAttention`), and sums per-part
+and the word-level attention as per-window blocks (`pooling.WordAttention`), and sums per-part
 linear maps (see `layers.torch_scorers`). This module turns Docs and their `TransformerData`
 into what the scorer pools: every Doc's windows stacked into one tensor on the transformer's
 device (no copy to the host), and the token groups (sentences or entities) that make the units.
@@ -17,17 +17,8 @@ from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
 from thinc.api import torch2xp
 
-from .alignment import (
-    BlockAlignment,
-    DocAlignments,
-    Groups,
-    align_blocks,
-    bucket_windows,
-    pool_attention,
-    pool_hidden,
-    ragged_arange,
-    stack_windows,
-)
+from .alignment import BlockAlignment, DocAlignments, Groups, align_blocks, ragged_arange
+from .pooling import bucket_windows, pool_attention, pool_hidden, stack_windows
 from .span_getters import sentence_spans
 from .validation import ATTENTION_CONFIG_HINT, transformer_output_problem, transformer_ran  # noqa: F401 (hint re-exported)
 
@@ -79,7 +70,7 @@ class WindowBatch:
     Windows are numbered by the width of their Doc's transformer sub-batch (then Doc order), so
     windows of one width are consecutive. hidden: (W, P, M) last hidden state, right-padded to
     the widest P; attention: the maps in width buckets [(W_b, P_b, L*H, P_b)], every layer's heads
-    layer-major (`alignment.bucket_windows`), or None when not used; alignments: every Doc's
+    layer-major (`pooling.bucket_windows`), or None when not used; alignments: every Doc's
     token -> wordpiece map in that window numbering; doc_windows / doc_widths / doc_first_window:
     each Doc's W_d, P_d and first window (0 windows for Docs without output); n_heads: heads per layer.
     """

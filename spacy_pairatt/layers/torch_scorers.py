@@ -25,7 +25,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..core.alignment import BlockAlignment, WordAttention, pool_attention, pool_hidden
+from ..core.alignment import BlockAlignment
+from ..core.pooling import WordAttention, pool_attention, pool_hidden
 
 
 class PairIndicators(nn.Module):
