@@ -1,7 +1,9 @@
-"""pairatt_transformer: the stock transformer's outputs, with inference batches grouped by wordpieces."""
+"""pairatt_transformer: the stock transformer's outputs, batches grouped by wordpieces (prediction, training)."""
 
 import numpy as np
-from conftest import make_transformer_pipeline
+import torch
+from conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
+from spacy.tokens import Doc
 
 from spacy_pairatt.components.transformer import padded_groups
 
@@ -51,3 +53,54 @@ def test_same_outputs_as_the_stock_transformer_without_padding_to_the_widest(tin
     assert all(doc._.trf_data.model_output.attentions[0].shape[-1] == widest for doc in stock_docs)
     short = [doc for doc, width in zip(our_docs, widths) if width < widest]
     assert short and all(doc._.trf_data.model_output.attentions[0].shape[-1] < widest for doc in short)
+
+
+def transformer_gradients_of_update(nlp, examples):
+    """Widths of the transformer's forward passes in one update, and its parameters' gradients."""
+    transformer = nlp.get_pipe("transformer")
+    torch_model = transformer.model.layers[0].shims[0]._model
+    torch_model.zero_grad()
+    begin_update = transformer.model.begin_update
+    widths = []
+
+    def recorded(docs):
+        output, backprop = begin_update(docs)
+        widths.append(output.model_output.last_hidden_state.shape[1])
+        return output, backprop
+
+    transformer.model.begin_update = recorded
+    try:
+        transformer.update(examples, drop=0.0)
+        nlp.get_pipe("pairatt_parser").update(examples, drop=0.0)
+    finally:
+        del transformer.model.begin_update
+    return widths, {name: p.grad.clone() for name, p in torch_model.named_parameters() if p.grad is not None}
+
+
+def test_training_runs_one_pass_per_width_group_with_the_gradients_of_one_pass(
+    tiny_bert_dir, ud_train_docs, monkeypatch
+):
+    """A batch of short sentences and one of many wordpieces is not padded to the widest in
+    training either: one forward and backward pass per width group, and the same transformer
+    gradients as one pass over the whole padded batch."""
+    nlp = make_pipeline(tiny_bert_dir)
+    long_words = ["See", "zqxjvk" * 12, "zqxjvk" * 12, "today", "."]
+    long_doc = Doc(nlp.vocab, words=long_words, heads=[0, 0, 1, 0, 0], deps=["root", "obj", "compound", "obl", "punct"])
+    examples = examples_from_docs(nlp, list(ud_train_docs[:8]) + [long_doc])
+    nlp.initialize(lambda: examples)
+    for pipe in ("transformer", "pairatt_parser"):  # no dropout: the two runs must see the same network
+        for module in (node for shim in nlp.get_pipe(pipe).model.walk() for node in shim.shims):
+            for layer in module._model.modules():
+                if isinstance(layer, torch.nn.Dropout):
+                    layer.p = 0.0
+                if hasattr(layer, "dropout_prob"):  # Hugging Face's eager attention reads this
+                    layer.dropout_prob = 0.0
+    grouped_widths, grouped = transformer_gradients_of_update(nlp, examples)
+    transformer = nlp.get_pipe("transformer")
+    monkeypatch.setattr(transformer, "width_groups", lambda docs: [list(range(len(docs)))])
+    single_widths, single = transformer_gradients_of_update(nlp, examples)
+    assert len(single_widths) == 1 and len(grouped_widths) >= 2
+    assert min(grouped_widths) * 2 < max(grouped_widths) == single_widths[0]
+    assert grouped.keys() == single.keys() and grouped
+    for name, gradient in grouped.items():
+        torch.testing.assert_close(gradient, single[name], atol=1e-5, rtol=1e-4, msg=name)

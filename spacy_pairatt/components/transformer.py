@@ -1,11 +1,12 @@
-"""`pairatt_transformer`: spacy-transformers' `transformer`, batched by wordpieces at inference.
+"""`pairatt_transformer`: spacy-transformers' `transformer`, batched by wordpieces.
 
 The stock component groups a batch's Docs by their number of *tokens* and pads each group to its
 longest window in *wordpieces*. With attention output that padding is quadratic: one 54-token
 sentence of 337 wordpieces (a URL, an e-mail address) padded its 63 neighbours' attention to
 337 x 337 per layer and head, about 2 GB for the batch, and made parsing EWT test 40% slower.
 Grouping by the wordpieces of each Doc's longest window, with no window padded to more than
-twice its length, keeps such Docs together. Its spans are also cut to fit the encoder's positions
+twice its length, keeps such Docs together, in prediction and in training (one forward and
+backward pass per group). Its spans are also cut to fit the encoder's positions
 (span_getters.WordpieceBoundedSpans), so no token is left without wordpieces. Same config,
 model and weights as `transformer`; every listener works unchanged.
 
@@ -140,7 +141,8 @@ class WordpieceBatchedTransformer(Transformer):
         sgd: Optional[Optimizer] = None,
         losses: Optional[Dict[str, float]] = None,
     ) -> Dict[str, float]:
-        """`Transformer.update`, with gradients that may carry attentions as well as last_hidden_state.
+        """`Transformer.update`, with gradients that may carry attentions as well as last_hidden_state,
+        and one forward pass per group of Docs of similar wordpiece width (`width_groups`).
 
         As in spacy-transformers, every listener but the last adds its gradient and the last one
         backpropagates the sum and calls the optimizer; listeners sending only d last_hidden_state
@@ -153,7 +155,13 @@ class WordpieceBatchedTransformer(Transformer):
         if not any(len(doc) for doc in docs):
             return losses
         set_dropout_rate(self.model, drop)
-        trf_full, bp_trf_full = self.model.begin_update(docs)
+        batches = [(group, *self.model.begin_update([docs[i] for i in group])) for group in self.width_groups(docs)]
+        doc_data: List[TransformerData] = [TransformerData.empty()] * len(docs)
+        for group, trf_full, _ in batches:
+            for index, data in zip(group, trf_full.doc_data):
+                doc_data[index] = data
+        has_output = np.array(["last_hidden_state" in data.model_output for data in doc_data])
+        gradient_slot = np.cumsum(has_output) - 1  # listeners send one gradient per Doc with output
         losses.setdefault(self.name, 0.0)
         takes_attentions = backprops_attentions(self.model)
         sums: List[List] = []
@@ -171,20 +179,37 @@ class WordpieceBatchedTransformer(Transformer):
             """Add the last listener's gradients, backpropagate the sum and update the weights."""
             nonlocal sums
             accumulate_gradient(d_trf_datas)
-            d_docs = bp_trf_full(trf_full.unsplit_by_doc(doc_gradient_arrays(trf_full, sums)))
+            for group, trf_full, bp_trf_full in batches:
+                group_sums = [sums[gradient_slot[index]] for index in group if has_output[index]]
+                if group_sums:
+                    bp_trf_full(trf_full.unsplit_by_doc(doc_gradient_arrays(trf_full, group_sums)))
             if sgd is not None:
                 self.model.finish_update(sgd)
             sums = []
-            return d_docs
+            return docs
 
         for callback in (accumulate_gradient, backprop):
             setattr(callback, TAKES_ATTENTION_GRADIENTS, takes_attentions)
         batch_id = TransformerListener.get_batch_id(docs)
         for listener in self.listeners[:-1]:
-            listener.receive(batch_id, trf_full.doc_data, accumulate_gradient)
+            listener.receive(batch_id, doc_data, accumulate_gradient)
         if self.listeners:
-            self.listeners[-1].receive(batch_id, trf_full.doc_data, backprop)
+            self.listeners[-1].receive(batch_id, doc_data, backprop)
         return losses
+
+    def width_groups(self, docs: List[Doc]) -> List[List[int]]:
+        """Indices of `docs` grouped by wordpiece width (`padded_groups`), each group one forward pass.
+
+        One pass over a whole training batch padded every window to the batch's widest: a batch
+        of 133 short sentences with one long URL took 2.7 GB and 16 s. Empty Docs join the first
+        group (spacy-transformers gives them empty output there).
+        """
+        filled = [index for index, doc in enumerate(docs) if len(doc)]
+        empty = [index for index, doc in enumerate(docs) if not len(doc)]
+        widths, rows = self.window_sizes([docs[index] for index in filled])
+        groups = [[filled[i] for i in group] for group in padded_groups(widths, rows, self.cfg["max_batch_items"])]
+        groups[0] = empty + groups[0]
+        return groups
 
 
 def add_gradients(sums: List[List], d_trf_datas: List[TransformerData]) -> float:
