@@ -88,7 +88,7 @@ def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monk
     assert "**no provenance recorded**" in note and "Stale" not in note
     note = source_note(results, [("results/before.json", "parser")], "make it")
     assert "made 2026-11-24 (provenance recorded)" in note
-    newest = [change for change in docs_tables.CODE_CHANGES if "parser" in change.affects][-1]
+    newest = [change for change in CODE_CHANGES if "parser" in change.affects][-1]
     assert f"**Stale**: made before {newest.what} ({newest.date[:10]}, {newest.commit})" in note
     assert "re-run: `make it`" in note
     assert "Stale" not in source_note(results, [("results/after.json", "parser")], "make it")
