@@ -74,20 +74,20 @@ setup(
             "spacy_pairatt.layers.attention_transformer:build_attention_transformer",
         ],
         "spacy_scorers": [
-            "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.scoring:make_parser_scorer",
-            "spacy-pairatt.relation_scorer.v1 = spacy_pairatt.scoring:make_relation_scorer",
+            "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.components.scoring:make_parser_scorer",
+            "spacy-pairatt.relation_scorer.v1 = spacy_pairatt.components.scoring:make_relation_scorer",
         ],
         "spacy_readers": [
             "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
         ],
         "spacy_misc": [
-            "spacy-pairatt.minilm_path.v1 = spacy_pairatt.encoders:make_minilm_path",
+            "spacy-pairatt.minilm_path.v1 = spacy_pairatt.core.encoders:make_minilm_path",
         ],
         "spacy_span_getters": [
-            "spacy-pairatt.sent_windows.v1 = spacy_pairatt.span_getters:make_sent_windows",
+            "spacy-pairatt.sent_windows.v1 = spacy_pairatt.core.span_getters:make_sent_windows",
         ],
         "spacy_tokenizers": [
-            "spacy-pairatt.ud_english_tokenizer.v1 = spacy_pairatt.tokenizer:make_ud_english_tokenizer",
+            "spacy-pairatt.ud_english_tokenizer.v1 = spacy_pairatt.components.tokenizer:make_ud_english_tokenizer",
         ],
     },
     classifiers=[

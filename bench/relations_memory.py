@@ -27,9 +27,9 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training.initialize import init_nlp
 
+from spacy_pairatt.core.doc_relations import register_relations_extension
+from spacy_pairatt.corpora.relation_metrics import SEMEVAL_RELATIONS
 from spacy_pairatt.provenance import provenance
-from spacy_pairatt.relation_metrics import SEMEVAL_RELATIONS
-from spacy_pairatt.relations import register_relations_extension
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "rel_semeval_minilm.cfg"
 SEED = 0  # the config's system.seed: the untrained weights

@@ -57,8 +57,8 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
-from spacy_pairatt import parsing
 from spacy_pairatt.cli import main as cli_main
+from spacy_pairatt.parse_files import parsing, reading, writing
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("hangs", "tracebacks", "documents_lost", "wrong_outcomes", "invalid_outputs")
@@ -207,7 +207,7 @@ def conllu_form(rng: random.Random) -> Tuple[str, str, str]:
     roll = rng.random()
     if roll < 0.1:  # whitespace in a token, written as UDPipe's SpacesInToken
         word = "".join(rng.choice(WHITESPACE + "ab") for _ in range(rng.randint(1, 4)))
-        return "_", "SpacesInToken=" + parsing.escape_misc(word), word
+        return "_", "SpacesInToken=" + writing.escape_misc(word), word
     word = random_text(rng, 12).replace("\t", "").replace("\n", "").replace("\r", "")
     if not word or rng.random() < 0.5:
         word = rng.choice(("the", "cat", "sat", ".", "don't", "Ελληνικά", "中文", "x" * 3, "_"))
@@ -618,7 +618,7 @@ def conllu_documents(text: str) -> List[List[str]]:
         words = []
         for token in sentence:
             misc = token["misc"] or {}
-            words.append(parsing.unescape_misc(misc["SpacesInToken"]) if "SpacesInToken" in misc else token["form"])
+            words.append(reading.unescape_misc(misc["SpacesInToken"]) if "SpacesInToken" in misc else token["form"])
         sent_id = sentence.metadata.get("sent_id", str(number))
         key = sent_id.rsplit("-", 1)[0] if re.fullmatch(r"\d+-\d+", sent_id) else f"{sent_id}#{number}"
         documents.setdefault(key, []).extend(words)

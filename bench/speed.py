@@ -28,7 +28,7 @@ from spacy.training import Example
 from thinc.api import fix_random_seed
 
 import spacy_pairatt.components.parser as parser_module
-from spacy_pairatt.decoding import decode_batch
+from spacy_pairatt.core.decoding import decode_batch
 from spacy_pairatt.provenance import provenance
 
 
@@ -141,12 +141,12 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
 
 PROFILE_PARTS = {
     "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
-    "windows stacked (features.window_batch)": ("spacy_pairatt/features.py", "window_batch"),
-    "alignment indices (alignment.align_blocks)": ("spacy_pairatt/alignment.py", "align_blocks"),
+    "windows stacked (features.window_batch)": ("spacy_pairatt/core/features.py", "window_batch"),
+    "alignment indices (alignment.align_blocks)": ("spacy_pairatt/core/alignment.py", "align_blocks"),
     "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
     "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_predict_arcs"),
     "pair scorer (labels on decoded arcs)": ("spacy_pairatt/layers/pair_scorer.py", "labels_at"),
-    "MST decoding": ("spacy_pairatt/decoding.py", "decode_batch"),
+    "MST decoding": ("spacy_pairatt/core/decoding.py", "decode_batch"),
     "set_annotations": ("spacy_pairatt/components/parser.py", "set_annotations"),
 }
 

@@ -10,21 +10,18 @@ from conftest import UD_DIR, examples_from_docs, make_pipeline, read_conllu_sent
 from spacy.tokens import DocBin
 from thinc.api import fix_random_seed
 
-from spacy_pairatt.ablation import (
+from spacy_pairatt.cli import main
+from spacy_pairatt.study.ablation import (
     EMBEDDINGS_ONLY,
     ROWS,
     ROWS_BY_KEY,
-    ablation_table,
     config_learn_rate,
-    ordering_verdict,
     run_ablation,
     select_rows,
     train_command,
-    verdict_text,
-    write_ablation_table,
 )
-from spacy_pairatt.bootstrap import f_score
-from spacy_pairatt.cli import main
+from spacy_pairatt.study.ablation_table import ablation_table, ordering_verdict, verdict_text, write_ablation_table
+from spacy_pairatt.study.bootstrap import f_score
 
 PAPER_FIGURES = ("62.1", "55.5", "77.2", "68.3", "76.9", "67.4", "87.8", "86.0", "89.3", "87.8", "90.9", "88.9")
 

@@ -7,17 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spacy_pairatt.alignment import (
-    DocAlignments,
-    Groups,
-    WordAttention,
-    align_blocks,
-    bucket_windows,
-    pool_attention,
-    pool_hidden,
-    stack_windows,
-)
-from spacy_pairatt.features import entity_groups
+from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
+from spacy_pairatt.core.features import entity_groups
+from spacy_pairatt.core.pooling import WordAttention, bucket_windows, pool_attention, pool_hidden, stack_windows
 
 
 def ragged(token_wordpieces):

@@ -10,24 +10,22 @@ import spacy
 from conftest import UD_DIR, read_conllu_sentences
 from spacy.tokens import Doc, DocBin
 
-from spacy_pairatt.ablation import EMBEDDINGS_ONLY
-from spacy_pairatt.attention_curve import (
+from spacy_pairatt.cli import main
+from spacy_pairatt.provenance import code_fingerprint
+from spacy_pairatt.study.ablation import EMBEDDINGS_ONLY
+from spacy_pairatt.study.attention_curve import (
     REL_NO_ATTENTION,
     TASKS,
     Budget,
     Run,
     Setup,
-    curve_table,
     plan_runs,
     reusable,
     run_command,
     subset_indices,
-    verdict,
-    write_curve_table,
     write_subsets,
 )
-from spacy_pairatt.cli import main
-from spacy_pairatt.provenance import code_fingerprint
+from spacy_pairatt.study.attention_curve_table import curve_table, verdict, write_curve_table
 
 # -- subsets, budgets, commands -----------------------------------------------------------------
 

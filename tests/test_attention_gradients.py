@@ -10,9 +10,9 @@ from spacy_transformers.data_classes import TransformerData
 from thinc.api import Adam
 from transformers.file_utils import ModelOutput
 
+from spacy_pairatt.core.span_getters import make_sent_windows
 from spacy_pairatt.layers.attention_transformer import build_attention_transformer
 from spacy_pairatt.layers.pair_scorer import torch_module
-from spacy_pairatt.span_getters import make_sent_windows
 
 FTATT_CONFIG = REPO / "configs" / "parser_minilm_ftatt.cfg"
 STOCK_ARCHITECTURE = "spacy-transformers.TransformerModel.v3"

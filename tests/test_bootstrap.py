@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from spacy_pairatt.bootstrap import f_score, paired_bootstrap, paired_bootstrap_seeds, resampled_scores
+from spacy_pairatt.study.bootstrap import f_score, paired_bootstrap, paired_bootstrap_seeds, resampled_scores
 
 
 def counts(correct, predicted, gold):

@@ -9,7 +9,7 @@ from spacy_transformers.data_classes import TransformerData, WordpieceBatch
 from thinc.api import Config
 from transformers.file_utils import ModelOutput
 
-from spacy_pairatt.validation import (
+from spacy_pairatt.core.validation import (
     ATTENTION_CONFIG_HINT,
     check_settings,
     transformer_output_problem,
@@ -107,7 +107,7 @@ def test_transformer_that_did_not_run_is_told_apart_from_one_without_attention()
 
 
 def test_features_still_exports_the_attention_hint():
-    from spacy_pairatt import features
+    from spacy_pairatt.core import features
 
     assert features.ATTENTION_CONFIG_HINT is ATTENTION_CONFIG_HINT
 

@@ -1,4 +1,4 @@
-"""Tests for spacy_pairatt.decoding (tree decoders over arc score matrices)."""
+"""Tests for spacy_pairatt.core.decoding (tree decoders over arc score matrices)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from spacy_pairatt.decoding import (
+from spacy_pairatt.core.decoding import (
     decode_batch,
     decode_heads,
     greedy_heads,

@@ -7,17 +7,10 @@ import re
 import pytest
 from conftest import REPO
 
-from spacy_pairatt import docs_tables
-from spacy_pairatt.docs_tables import (
-    BLOCKS,
-    Results,
-    doc_files,
-    figures_outside_blocks,
-    marked_names,
-    model_card_notes,
-    regenerate,
-    source_note,
-)
+from spacy_pairatt.release import docs_tables
+from spacy_pairatt.release.docs_tables import BLOCKS, doc_files, figures_outside_blocks, marked_names, regenerate
+from spacy_pairatt.release.model_card import model_card_notes
+from spacy_pairatt.release.results import CODE_CHANGES, Results, source_note
 
 
 def block_text(text: str, name: str) -> str:
@@ -95,7 +88,7 @@ def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monk
     assert "**no provenance recorded**" in note and "Stale" not in note
     note = source_note(results, [("results/before.json", "parser")], "make it")
     assert "made 2026-11-24 (provenance recorded)" in note
-    newest = [change for change in docs_tables.CODE_CHANGES if "parser" in change.affects][-1]
+    newest = [change for change in CODE_CHANGES if "parser" in change.affects][-1]
     assert f"**Stale**: made before {newest.what} ({newest.date[:10]}, {newest.commit})" in note
     assert "re-run: `make it`" in note
     assert "Stale" not in source_note(results, [("results/after.json", "parser")], "make it")
@@ -138,7 +131,7 @@ def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypat
 
 
 def test_the_relations_tables_say_which_data_set_they_are():
-    from spacy_pairatt.relation_evaluation import relations_table
+    from spacy_pairatt.evaluation.relation_eval import relations_table
 
     rows = [
         ("r", json.loads((REPO / "results" / "relations" / name).read_text(encoding="utf8")))
@@ -155,6 +148,6 @@ def test_each_code_change_is_the_commit_it_names():
     results = Results(REPO)
     if not results.has_history():
         pytest.skip("needs the git history")
-    for change in docs_tables.CODE_CHANGES:
+    for change in CODE_CHANGES:
         assert results.git("log", "-1", "--format=%cI", change.commit) == change.date, change.what
         assert change.affects <= {"parser", "transition", "relations", "bench", "probe"}

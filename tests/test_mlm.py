@@ -12,7 +12,7 @@ from spacy.tokens import Doc, DocBin
 from transformers import AutoModel, AutoTokenizer
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.mlm import (
+from spacy_pairatt.study.mlm import (
     ADAPTATION_FILE,
     encode_sentences,
     load_masked_lm,

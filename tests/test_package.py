@@ -6,16 +6,15 @@ import shutil
 import site
 import subprocess
 import sys
-from pathlib import Path
-
 from importlib.metadata import distributions
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import REPO, examples_from_docs, make_pipeline
 
-from spacy_pairatt.packaging import package_requirements
-from spacy_pairatt.scoring import sentence_is_one_tree
+from spacy_pairatt.components.scoring import sentence_is_one_tree
+from spacy_pairatt.release.packaging import package_requirements
 
 TEXT = "The parser reads the attention between words. It builds one tree per sentence!"
 # Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, the parse, and

@@ -29,7 +29,9 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.parsing import ParseCommandError, load_pipeline, parse_file, parse_stream, unescape_misc
+from spacy_pairatt.parse_files.errors import ParseCommandError
+from spacy_pairatt.parse_files.parsing import load_pipeline, parse_file, parse_stream
+from spacy_pairatt.parse_files.reading import unescape_misc
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD_LINES = [f"Line {i} is a short sentence ." for i in range(1, 201)]

@@ -16,7 +16,8 @@ from spacy.tokens import DocBin
 from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.parsing import conllu_blocks, unescape_misc
+from spacy_pairatt.parse_files.reading import unescape_misc
+from spacy_pairatt.parse_files.writing import conllu_blocks
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It didn't even look back!",
@@ -223,7 +224,7 @@ def test_dask_shards_concatenate_to_the_single_process_output(model_dir, dev_fil
 def test_dask_docbin_shards_on_an_existing_cluster(model_dir, text_file, tmp_path):
     from dask.distributed import LocalCluster
 
-    from spacy_pairatt.distributed import parse_shards
+    from spacy_pairatt.parse_files.distributed import parse_shards
 
     single = parse(model_dir, text_file, tmp_path / "single.conllu", "--batch-size", "2")
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:

@@ -12,10 +12,10 @@ from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 from torch import nn
 
-from spacy_pairatt.features import MissingAttentionError
+from spacy_pairatt.components.scoring import sentence_is_one_tree
+from spacy_pairatt.core.features import MissingAttentionError
+from spacy_pairatt.core.objectives import arc_log_scores
 from spacy_pairatt.layers.pair_scorer import torch_module
-from spacy_pairatt.objectives import arc_log_scores
-from spacy_pairatt.scoring import sentence_is_one_tree
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It didn't even look back!",
@@ -232,7 +232,7 @@ def test_empty_docs_in_training_and_prediction(tiny_bert_dir, ud_train_docs):
 def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
     import json
 
-    from spacy_pairatt.packaging import assemble_pipeline, parse_examples
+    from spacy_pairatt.release.packaging import assemble_pipeline, parse_examples
 
     nlp, _, _ = trained
     nlp.to_disk(tmp_path / "model")

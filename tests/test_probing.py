@@ -7,22 +7,23 @@ import numpy as np
 import pytest
 from conftest import UD_DIR
 
-from spacy_pairatt.features import sentence_features
-from spacy_pairatt.probing import (
+from spacy_pairatt.core.features import sentence_features
+from spacy_pairatt.study.probe_pairs import (
     PairFeatureLayout,
     all_candidate_pairs,
+    pair_feature_matrix,
+    sample_negatives,
+)
+from spacy_pairatt.study.probe_report import probe_markdown, write_probe_report
+from spacy_pairatt.study.probing import (
     encode,
     encoder_layout,
     frozen_encoder,
     gold_heads,
     greedy_uas,
     importance_summary,
-    pair_feature_matrix,
-    probe_markdown,
     read_conllu_docs,
     run_probe,
-    sample_negatives,
-    write_probe_report,
 )
 
 TRAIN = UD_DIR / "en_ewt-ud-train.conllu"

@@ -12,6 +12,8 @@ from conftest import DATA
 from spacy.tokens import DocBin
 
 from spacy_pairatt.cli import main
+from spacy_pairatt.core.decoding import is_single_rooted_tree
+from spacy_pairatt.core.validation import head_array_problem
 from spacy_pairatt.corpora.ptb import (
     TREEBANK_DIR,
     convert_ptb,
@@ -19,8 +21,6 @@ from spacy_pairatt.corpora.ptb import (
     read_malt_tab,
     split_files,
 )
-from spacy_pairatt.decoding import is_single_rooted_tree
-from spacy_pairatt.validation import head_array_problem
 
 PTB_DIR = DATA / "ptb_sample"
 

@@ -15,11 +15,12 @@ from thinc.api import fix_random_seed
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from spacy_pairatt.alignment import DocAlignments, Groups, WordAttention, align_blocks
-from spacy_pairatt.features import entity_groups
+from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
+from spacy_pairatt.core.doc_relations import USER_DATA_KEY, Relation, set_relation_arrays, set_relations
+from spacy_pairatt.core.features import entity_groups
+from spacy_pairatt.core.pooling import WordAttention
 from spacy_pairatt.layers.pair_scorer import torch_module
 from spacy_pairatt.layers.torch_scorers import RelationPairScorer
-from spacy_pairatt.relations import USER_DATA_KEY, Relation, set_relation_arrays, set_relations
 
 WIDTH, N_MAPS, HIDDEN_WIDTH, N_LABELS = 8, 3, 16, 3
 

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 import torch
 
-from spacy_pairatt.alignment import DocAlignments, Groups, WordAttention
-from spacy_pairatt.features import WindowBatch, chunk_batch
+from spacy_pairatt.core.alignment import DocAlignments, Groups
+from spacy_pairatt.core.features import WindowBatch, chunk_batch
+from spacy_pairatt.core.objectives import arc_log_scores, best_labels, candidate_mask, parser_loss
+from spacy_pairatt.core.pooling import WordAttention
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer
 from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PairAttention, PaperPairScorer
-from spacy_pairatt.objectives import arc_log_scores, best_labels, candidate_mask, parser_loss
 
 
 def random_inputs(batch=2, n=4, width=5, n_att=6, seed=0):

@@ -6,8 +6,8 @@ import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
 
-from spacy_pairatt.bootstrap import f_score
-from spacy_pairatt.scoring import arc_counts, score_parse, sentence_is_one_tree, single_tree_rate
+from spacy_pairatt.components.scoring import arc_counts, score_parse, sentence_is_one_tree, single_tree_rate
+from spacy_pairatt.study.bootstrap import f_score
 
 
 def test_sentence_is_one_tree_on_absolute_heads():

@@ -1,4 +1,4 @@
-"""The UD English tokenizer (spacy_pairatt/tokenizer.py), multiword token lines in the CoNLL-U writer,
+"""The UD English tokenizer (spacy_pairatt/components/tokenizer.py), multiword token lines in the CoNLL-U writer,
 and tokenisation scored alone (`ud-tokenize`, `tokenizer-eval`): hand-worked examples and a slice of
 EWT dev."""
 
@@ -14,9 +14,8 @@ from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.parsing import parse_stream
-from spacy_pairatt.tokenizer import RULES, multiword_tokens, ud_english_tokenizer
-from spacy_pairatt.tokenizer_eval import (
+from spacy_pairatt.components.tokenizer import RULES, multiword_tokens, ud_english_tokenizer
+from spacy_pairatt.evaluation.tokenizer_eval import (
     STOCK,
     disagreement_kind,
     disagreements,
@@ -27,7 +26,9 @@ from spacy_pairatt.tokenizer_eval import (
     tokenizer_pipeline,
     without_multiword_lines,
 )
-from spacy_pairatt.ud_eval import document_texts, read_conllu
+from spacy_pairatt.evaluation.ud_eval import document_texts
+from spacy_pairatt.evaluation.ud_treebank import read_conllu
+from spacy_pairatt.parse_files.parsing import parse_stream
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = str(REPO / "configs" / "pipeline_minilm.cfg")

@@ -1,4 +1,4 @@
-"""The CoNLL 2018 metrics (spacy_pairatt/ud_eval.py) on hand-worked examples and on UD English-EWT.
+"""The CoNLL 2018 metrics (spacy_pairatt/evaluation/ud_eval.py) on hand-worked examples and on UD English-EWT.
 
 Each expected figure is worked out in a comment from the task's definitions: P = correct / system
 words, R = correct / gold words, F1 = 2 * correct / (gold + system), AlignedAccuracy = correct /
@@ -14,14 +14,11 @@ import pytest
 from conftest import UD_DIR
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.ud_eval import (
+from spacy_pairatt.evaluation.ud_eval import METRICS, align_words, document_texts, evaluate
+from spacy_pairatt.evaluation.ud_treebank import (
     CONTENT_RELATIONS,
     FUNCTION_RELATIONS,
-    METRICS,
     UDEvalError,
-    align_words,
-    document_texts,
-    evaluate,
     load_conllu,
     read_conllu,
     universal_feats,

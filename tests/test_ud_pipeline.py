@@ -14,8 +14,8 @@ from conftest import REPO, UD_DIR, write_first_sentences
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
-from spacy_pairatt.parsing import parse_file
-from spacy_pairatt.ud_eval import document_texts, evaluate_files
+from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files
+from spacy_pairatt.parse_files.parsing import parse_file
 
 N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests
 

@@ -8,24 +8,24 @@ import pytest
 from conftest import REPO, UD_DIR, examples_from_docs, make_pipeline
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.visualize import (
+from spacy_pairatt.study.visualize import (
     CURVES_SIZE,
     DPI,
     MapSpec,
     arc_boxes,
     attention_figure_size,
+    attention_maps_figure,
     attention_picture,
     entity_boxes,
+    full_column_name,
     maps_from_probe,
     parse_map_specs,
-    attention_maps_figure,
-    full_column_name,
     parse_training_log,
     plot_training_curves,
-    training_curves_figure,
     relation_picture,
     render_parse,
     report_picture,
+    training_curves_figure,
 )
 
 pytest.importorskip("matplotlib")
@@ -90,7 +90,7 @@ def test_attention_picture_of_a_dev_sentence(tiny_bert_dir, tmp_path):
         pytest.skip(f"UD English-EWT dev not found at {DEV}")
     output = attention_picture(DEV, 1, [MapSpec(2, 3), MapSpec(1, 1, "a_ji")], tmp_path / "maps.png", tiny_bert_dir)
     # dev sentence 2: "I will be going to the Dentist Saturday, so ..."
-    from spacy_pairatt.probing import read_conllu_docs
+    from spacy_pairatt.study.probing import read_conllu_docs
 
     n_words = len(read_conllu_docs(DEV, 2)[1])
     assert_png(output, attention_figure_size(n_words, 2))

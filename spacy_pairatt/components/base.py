@@ -9,10 +9,10 @@ import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 
-from ..features import MissingAttentionError
-from ..validation import ATTENTION_CONFIG_HINT
-from ..forking import single_threaded_torch_after_fork
-from ..memory import limit_heap_fragmentation
+from ..core.features import MissingAttentionError
+from ..core.validation import ATTENTION_CONFIG_HINT
+from .forking import single_threaded_torch_after_fork
+from .memory import limit_heap_fragmentation
 
 
 def prepare_process() -> None:

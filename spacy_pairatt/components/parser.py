@@ -15,10 +15,10 @@ from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Config, Model
 
-from ..decoding import DECODERS, decode_batch
+from ..core.decoding import DECODERS, decode_batch
+from ..core.objectives import arc_log_scores, best_labels, parser_loss
+from ..core.validation import validate_gold_parse
 from ..layers.parser_model import ParseScores
-from ..objectives import arc_log_scores, best_labels, parser_loss
-from ..validation import validate_gold_parse
 from .base import PairScoringPipe, prepare_process
 
 DEFAULT_MODEL_CONFIG = """

@@ -36,8 +36,8 @@ from spacy_transformers.pipeline_component import DEFAULT_CONFIG, Transformer, i
 from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
 from transformers import AutoModel
 
+from ..core.span_getters import WordpieceBoundedSpans
 from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
-from ..span_getters import WordpieceBoundedSpans
 
 
 @Language.factory(

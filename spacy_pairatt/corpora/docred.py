@@ -21,9 +21,9 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
 
-from ..relation_metrics import docred_scores
-from ..relations import Relation, entity_mentions, register_relations_extension
+from ..core.doc_relations import Relation, entity_mentions, register_relations_extension
 from .files import fetch_checked, write_docbins
+from .relation_metrics import docred_scores
 
 SPANS_KEY = "entities"
 REDOCRED_URL = (

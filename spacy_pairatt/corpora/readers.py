@@ -12,7 +12,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 
-from ..relations import ENTS, register_relations_extension
+from ..core.doc_relations import ENTS, register_relations_extension
 
 
 def make_gold_spans_corpus(

@@ -22,9 +22,9 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
 
-from ..relation_metrics import OTHER, semeval_official_scores
-from ..relations import Relation, register_relations_extension
+from ..core.doc_relations import Relation, register_relations_extension
 from .files import fetch_checked, write_docbins
+from .relation_metrics import OTHER, semeval_official_scores
 
 ENTITY_LABEL = "ENTITY"
 DATA_DIR = "SemEval2010_task8_all_data"

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, xp2torch
 
-from ..features import PairBatch
+from ..core.features import PairBatch
 from .torch_scorers import BiaffinePairScorer, PaperPairScorer, PooledPairScorer, RelationPairScorer
 from .unit_scoring import WindowGradients
 
@@ -34,7 +34,7 @@ def build_pair_scorer(
     paper's ablation rows (emb, att, emb+att) configs. Dimensions nI (hidden width), nA (layers x
     heads) and nO (1 + labels) are set by the component before `initialize`.
     """
-    from ..validation import check_settings
+    from ..core.validation import check_settings
 
     check_settings("spacy-pairatt.PairScorer.v1", arc_width=arc_width, label_width=label_width, dropout=dropout)
     if mode not in SCORER_MODES:
@@ -52,7 +52,7 @@ def build_relation_scorer(
     An MLP over head and tail entity vectors, the [CLS] context vector and the attention between
     the two entities in both directions; the flags make the emb / emb+att rows configs.
     """
-    from ..validation import check_settings
+    from ..core.validation import check_settings
 
     check_settings("spacy-pairatt.RelationScorer.v1", hidden_width=hidden_width, dropout=dropout)
     return _scorer_model("relation", use_embeddings, use_attention, dropout, {"hidden_width": hidden_width})

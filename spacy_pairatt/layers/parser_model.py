@@ -8,7 +8,7 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 
-from ..features import parser_groups, window_batch
+from ..core.features import parser_groups, window_batch
 from .attention_transformer import TransformerDataListener
 from .pair_scorer import ArcScores
 from .unit_scoring import score_chunks, transformer_gradients
@@ -61,7 +61,7 @@ def build_pairatt_parser(
     too when the upstream transformer takes it (`spacy-pairatt.AttentionTransformerModel.v1`
     under `pairatt_transformer`).
     """
-    from ..validation import check_settings
+    from ..core.validation import check_settings
 
     check_settings("spacy-pairatt.PairAttParser.v1", grad_factor=grad_factor, max_pairs_per_chunk=max_pairs_per_chunk)
     return Model(

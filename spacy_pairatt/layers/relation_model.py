@@ -8,8 +8,8 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 
-from ..features import entity_groups, window_batch
-from ..validation import check_settings
+from ..core.features import entity_groups, window_batch
+from ..core.validation import check_settings
 from .unit_scoring import score_chunks, transformer_gradients
 
 # One Doc's candidate entities, each a list of mention offsets (start, end).

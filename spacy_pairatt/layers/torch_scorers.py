@@ -1,7 +1,7 @@
 """PyTorch modules that score every (dependent i, head j) pair of a padded batch of groups.
 
 Each scorer returns one tensor of shape (B, N, N, 1 + K) for K labels, read by
-`spacy_pairatt.objectives`:
+`spacy_pairatt.core.objectives`:
 - `PaperPairScorer` (Meng et al. eq. 5): channel 0 is the NONE class, channels 1..K the labels;
   one softmax over all 1 + K channels per pair.
 - `BiaffinePairScorer` (Dozat & Manning 2017, plus the attention terms): channel 0 is the arc
@@ -14,7 +14,7 @@ i, j] how much unit i attends to unit j, kept as per-window blocks), missing (B,
 wordpieces, unshared (B, N, N) pairs with no common window. A linear map of the concatenation
 T_i ∘ T_j ∘ a_ij ∘ a_ji is the sum of one map per part, so no (B, N, N, 2M + 2F) tensor is ever
 built, and the attention part is projected block by block, so no (B, F, N, N) one either.
-`PooledPairScorer` puts the pooling from wordpieces to units (`spacy_pairatt.alignment`) in front
+`PooledPairScorer` puts the pooling from wordpieces to units (`spacy_pairatt.core.alignment`) in front
 of a scorer, so that autograd carries the gradient back to the transformer's windows.
 """
 
@@ -25,7 +25,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from ..alignment import BlockAlignment, WordAttention, pool_attention, pool_hidden
+from ..core.alignment import BlockAlignment
+from ..core.pooling import WordAttention, pool_attention, pool_hidden
 
 
 class PairIndicators(nn.Module):

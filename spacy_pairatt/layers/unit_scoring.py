@@ -16,8 +16,8 @@ from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 from transformers.file_utils import ModelOutput
 
-from ..alignment import Groups
-from ..features import WindowBatch, chunk_batch, split_window_gradients
+from ..core.alignment import Groups
+from ..core.features import WindowBatch, chunk_batch, split_window_gradients
 
 
 def length_chunks(lengths: Sequence[int], max_pairs: int, max_padding: float = 2.0) -> List[List[int]]:

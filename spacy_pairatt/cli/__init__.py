@@ -1,0 +1,29 @@
+"""`python -m spacy_pairatt`: the project's commands, one subcommand each."""
+
+import argparse
+
+from . import ablation, attention_curve, corpora, evaluate, parse, probing, release, tokenizer
+from .errors import one_line
+
+# Each module adds its commands; --help lists them in this order.
+COMMAND_GROUPS = (corpora, tokenizer, parse, evaluate, release, probing, ablation, attention_curve)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for group in COMMAND_GROUPS:
+        group.add_commands(commands)
+    return parser
+
+
+def main(argv=None) -> None:
+    """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1."""
+    args = build_parser().parse_args(argv)
+    command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
+    try:
+        args.func(args)
+    except OSError as error:
+        raise SystemExit(f"python -m spacy_pairatt {command}: error: {one_line(error)}") from error
+    except KeyboardInterrupt:
+        raise SystemExit(f"python -m spacy_pairatt {command}: interrupted") from None

@@ -1,0 +1,98 @@
+"""fetch-ud, fetch-ptb, ptb-convert, fetch-semeval, semeval-convert, fetch-docred, docred-convert:
+the data sets into a folder, and converted to .spacy files (`spacy_pairatt.corpora`)."""
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from .errors import one_line
+
+
+def fetch_ud(args) -> None:
+    from ..corpora.ud import fetch_ud_ewt
+
+    with fetch_errors(args):
+        fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
+
+
+@contextmanager
+def fetch_errors(args) -> Iterator[None]:
+    """fetch-*: a failed download (no network) or a bad checksum in one line, naming the --local folder."""
+    try:
+        yield
+    except ValueError as error:  # a checksum that does not match
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {one_line(error)}") from error
+    except OSError as error:  # no network, or a file that cannot be written
+        reason = getattr(error, "reason", None) or one_line(error)
+        if not args.local:
+            where = "no --local folder was given"
+        elif not Path(args.local).is_dir():
+            where = f"the --local folder {args.local} does not exist"
+        else:
+            where = f"the --local folder {args.local} lacks some of the files"
+        message = f"{where}, and the download failed: {reason}"
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {message}") from error
+
+
+def ptb(args) -> None:
+    from ..corpora.ptb import convert_ptb, fetch_ptb
+
+    if args.command == "fetch-ptb":
+        with fetch_errors(args):
+            fetch_ptb(Path(args.dest), Path(args.local) if args.local else None)
+        return
+    try:
+        convert_ptb(Path(args.src_dir), Path(args.out_dir))
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt ptb-convert: error: {one_line(error)}") from error
+
+
+def fetch_relation_data(args) -> None:
+    from ..corpora import docred, semeval
+
+    fetch = {"fetch-semeval": semeval.fetch_semeval, "fetch-docred": docred.fetch_docred}[args.command]
+    with fetch_errors(args):
+        fetch(Path(args.dest), Path(args.local) if args.local else None)
+
+
+def convert_relation_data(args) -> None:
+    from ..corpora import docred, semeval
+
+    if args.command == "semeval-convert":
+        semeval.convert_semeval(Path(args.src_dir), Path(args.out_dir), args.markers)
+    else:
+        docred.convert_docred(Path(args.src_dir), Path(args.out_dir))
+
+
+def add_commands(commands) -> None:
+    """Its commands on the `python -m spacy_pairatt` subparsers."""
+    fetch = commands.add_parser("fetch-ud", help="UD English-EWT 2.16 into a folder (local copy or download)")
+    fetch.add_argument("dest")
+    fetch.add_argument("--local", help="folder with a local copy of the .conllu files, used when present")
+    fetch.set_defaults(func=fetch_ud)
+    fetch_treebank = commands.add_parser(
+        "fetch-ptb", help="NLTK's PTB dependency sample (non-commercial) into a folder (local copy or download)"
+    )
+    fetch_treebank.add_argument("dest")
+    fetch_treebank.add_argument("--local", help="folder holding dependency_treebank/ (a local copy), used when present")
+    fetch_treebank.set_defaults(func=ptb)
+    convert_treebank = commands.add_parser(
+        "ptb-convert", help="the PTB sample to train/dev/test .spacy files (80/10/10 of the files, in order)"
+    )
+    convert_treebank.add_argument("src_dir", metavar="SRC_DIR", help="folder holding dependency_treebank/")
+    convert_treebank.add_argument("out_dir", metavar="OUT_DIR")
+    convert_treebank.set_defaults(func=ptb)
+    for corpus, what, local, splits in (
+        ("semeval", "SemEval-2010 Task 8 train and test files", "SemEval2010_task8_all_data/", "train/dev/test"),
+        ("docred", "Re-DocRED dev_revised.json and test_revised.json", "the two files", "train/tune/test"),
+    ):
+        fetch_corpus = commands.add_parser(f"fetch-{corpus}", help=f"{what} into a folder (local copy or download)")
+        fetch_corpus.add_argument("dest")
+        fetch_corpus.add_argument("--local", help=f"folder holding {local} (a local copy), used when present")
+        fetch_corpus.set_defaults(func=fetch_relation_data)
+        convert = commands.add_parser(f"{corpus}-convert", help=f"{what} to {splits} .spacy files")
+        convert.add_argument("src_dir", metavar="SRC_DIR", help=f"folder holding {local}")
+        convert.add_argument("out_dir", metavar="OUT_DIR")
+        convert.set_defaults(func=convert_relation_data)
+        if corpus == "semeval":
+            convert.add_argument("--markers", action="store_true", help='"$ e1 $" and "# e2 #" in the text')

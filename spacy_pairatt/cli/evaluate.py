@@ -1,0 +1,165 @@
+"""evaluate, table, semeval-evaluate, docred-evaluate, relations-table, ud-eval, ud-text: scores of
+trained pipelines and their tables (`spacy_pairatt.evaluation`)."""
+
+import sys
+from pathlib import Path
+
+
+def evaluate(args) -> None:
+    from ..evaluation.parser_eval import evaluate_pipeline, write_json
+
+    try:
+        result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder)
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt evaluate: error: {error}") from error
+    write_json(result, args.output)
+
+
+def evaluate_relations(args) -> None:
+    from ..evaluation.parser_eval import write_json
+    from ..evaluation.relation_eval import evaluate_docred, evaluate_semeval
+
+    if args.command == "semeval-evaluate":
+        result = evaluate_semeval(args.model, args.data)
+    else:
+        result = evaluate_docred(args.model, args.tune, args.test, args.train)
+    write_json(result, args.output)
+
+
+def relations_table(args) -> None:
+    """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
+    import json
+
+    from ..evaluation.parser_eval import replace_marked_block, write_json
+    from ..evaluation.relation_eval import relations_table as tabulate
+
+    rows = []
+    for spec in args.results:
+        if ":" not in spec:
+            raise SystemExit(f"python -m spacy_pairatt relations-table: error: {spec!r} is not NAME:PATH")
+        name, path = spec.split(":", 1)
+        rows.append((name, json.loads(Path(path).read_text(encoding="utf8"))))
+    text = tabulate(rows)
+    if args.output:
+        Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+    if args.json:
+        from ..provenance import provenance
+
+        results = [{"name": name, **result} for name, result in rows]
+        write_json({"results": results, "provenance": provenance()}, args.json)
+    if args.readme:
+        readme = Path(args.readme)
+        readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), "relations", text), "utf8")
+    print(text)
+
+
+def table(args) -> None:
+    """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
+    import json
+
+    from ..evaluation.parser_eval import replace_marked_block, results_table
+
+    rows = []
+    for spec in args.results:
+        if spec.count(":") < 2:
+            raise SystemExit(f"python -m spacy_pairatt table: error: {spec!r} is not NAME:SPLIT:PATH")
+        name, split, path = spec.split(":", 2)
+        rows.append({"name": name, "split": split, "result": json.loads(Path(path).read_text(encoding="utf8"))})
+    text = results_table(rows)
+    if args.output:
+        Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+    if args.readme:
+        readme = Path(args.readme)
+        readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), args.readme_marker, text), "utf8")
+    print(text)
+
+
+def ud_eval(args) -> None:
+    """CoNLL 2018 shared task scores of a system CoNLL-U file against a gold one (see docs/ud_pipeline.md)."""
+    from ..evaluation.ud_eval import evaluate_files, scores_table, write_results
+    from ..evaluation.ud_treebank import UDEvalError
+
+    try:
+        scores = evaluate_files(args.gold, args.system)
+    except UDEvalError as error:
+        raise SystemExit(f"python -m spacy_pairatt ud-eval: error: {error}") from error
+    print(scores_table(scores))
+    if args.output:
+        write_results(scores, args.gold, args.system, args.output)
+
+
+def ud_text(args) -> None:
+    """The raw text of a CoNLL-U file's documents, one a line, for `parse` from raw text."""
+    from ..evaluation.ud_eval import document_texts
+
+    with open(args.conllu, encoding="utf8") as file:
+        try:
+            texts = document_texts(file)
+        except (ValueError, IndexError) as error:
+            message = f"{args.conllu} is not CoNLL-U ({error})"
+            raise SystemExit(f"python -m spacy_pairatt ud-text: error: {message}") from None
+    text = "".join(line + "\n" for line in texts)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(text, encoding="utf8")
+    else:
+        sys.stdout.write(text)
+
+
+def add_commands(commands) -> None:
+    """Its commands on the `python -m spacy_pairatt` subparsers."""
+    semeval_evaluation = commands.add_parser(
+        "semeval-evaluate", help="official SemEval-2010 Task 8 scores of a relation pipeline on a converted split"
+    )
+    semeval_evaluation.add_argument("model")
+    semeval_evaluation.add_argument("data", help=".spacy file from semeval-convert")
+    semeval_evaluation.add_argument("--output", help="JSON file for the results")
+    semeval_evaluation.set_defaults(func=evaluate_relations)
+    docred_evaluation = commands.add_parser(
+        "docred-evaluate", help="Re-DocRED F1, Ign F1 and AUC of a relation pipeline, θ tuned on held-out documents"
+    )
+    docred_evaluation.add_argument("model")
+    docred_evaluation.add_argument("--tune", required=True, help=".spacy documents θ is tuned on")
+    docred_evaluation.add_argument("--test", required=True, help=".spacy documents the scores are read on")
+    docred_evaluation.add_argument("--train", required=True, help=".spacy training documents (for Ign F1)")
+    docred_evaluation.add_argument("--output", help="JSON file for the results")
+    docred_evaluation.set_defaults(func=evaluate_relations)
+    relation_table = commands.add_parser("relations-table", help="markdown tables from relation evaluation JSON files")
+    relation_table.add_argument("results", nargs="+", help="NAME:PATH of a semeval-evaluate or docred-evaluate file")
+    relation_table.add_argument("--output", help="markdown file to write")
+    relation_table.add_argument("--json", help="JSON file gathering every result by name")
+    relation_table.add_argument("--title", default="", help="a line written above the tables")
+    relation_table.add_argument("--readme", help="also write the tables between <!-- relations:start/end --> here")
+    relation_table.set_defaults(func=relations_table)
+    evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
+    evaluation.add_argument("model")
+    evaluation.add_argument("data")
+    evaluation.add_argument("--output", help="JSON file for the results")
+    evaluation.add_argument(
+        "--sentences",
+        default="pipeline",
+        help="where sentence boundaries come from: pipeline (default), gold, sentencizer, or the path "
+        "of a pipeline whose senter is put in front",
+    )
+    evaluation.add_argument(
+        "--decoder", choices=("mst", "greedy"), help="decode every pairatt_parser this way (default: as saved)"
+    )
+    evaluation.set_defaults(func=evaluate)
+    tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")
+    tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")
+    tabulate.add_argument("--output", help="markdown file to write")
+    tabulate.add_argument("--title", default="", help="a line written above the table")
+    tabulate.add_argument("--readme", help="also write the table into this file between marker comments")
+    tabulate.add_argument(
+        "--readme-marker", default="results", help="NAME in <!-- NAME:start --> ... <!-- NAME:end -->"
+    )
+    tabulate.set_defaults(func=table)
+    scoring = commands.add_parser("ud-eval", help="CoNLL 2018 shared task metrics of a system CoNLL-U file")
+    scoring.add_argument("gold", help="gold .conllu file")
+    scoring.add_argument("system", help="system .conllu file (the same text, spaces aside)")
+    scoring.add_argument("--output", help="JSON file for the scores")
+    scoring.set_defaults(func=ud_eval)
+    raw_text = commands.add_parser("ud-text", help="raw text of a CoNLL-U file's documents, one a line")
+    raw_text.add_argument("conllu", help=".conllu file with # text (and # newdoc) comments")
+    raw_text.add_argument("--output", help="text file to write (default: stdout)")
+    raw_text.set_defaults(func=ud_text)

@@ -1,0 +1,64 @@
+"""docs-tables, assemble, demo: the docs' figures, the shipped pipeline and a look at it, from results/
+and a trained pipeline (`spacy_pairatt.release`)."""
+
+from pathlib import Path
+
+
+def docs_tables(args) -> None:
+    """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
+    from ..evaluation.parser_eval import write_json
+    from ..release.docs_tables import regenerate
+    from ..release.footprint import measure_footprint
+
+    root = Path(args.root)
+    if args.measure_footprint:
+        write_json(measure_footprint(root), str(root / "results" / "footprint.json"))
+    try:
+        changed = regenerate(root, check=args.check)
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt docs-tables: error: {error}") from error
+    for entry in changed:
+        print(("differs from results/: " if args.check else "rewritten: ") + entry)
+    if args.check and changed:
+        raise SystemExit("python -m spacy_pairatt docs-tables: error: run it without --check to regenerate")
+
+
+def assemble(args) -> None:
+    from ..release.packaging import assemble_pipeline
+
+    assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version)
+
+
+def demo(args) -> None:
+    from ..release.packaging import parse_examples
+
+    parse_examples(args.model, args.output, args.text or None)
+
+
+def add_commands(commands) -> None:
+    """Its commands on the `python -m spacy_pairatt` subparsers."""
+    documents = commands.add_parser(
+        "docs-tables", help="every generated block of README.md and docs/*.md from results/"
+    )
+    documents.add_argument("--root", default=".", help="the checkout (README.md, docs/, results/)")
+    documents.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
+    documents.add_argument(
+        "--measure-footprint", action="store_true", help="first write results/footprint.json (disk of stack and data)"
+    )
+    documents.set_defaults(func=docs_tables)
+    assembly = commands.add_parser(
+        "assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package"
+    )
+    assembly.add_argument("model")
+    assembly.add_argument("output")
+    assembly.add_argument("--accuracy", help="evaluate --output JSON whose scores go into meta.json")
+    assembly.add_argument("--senter", help="pipeline whose senter goes in front (default: the rule-based sentencizer)")
+    assembly.add_argument("--version", help="package version for meta.json and the model card README.md")
+    assembly.set_defaults(func=assemble)
+    demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
+    demonstration.add_argument("model")
+    demonstration.add_argument("--output", help="HTML file for the displaCy rendering")
+    demonstration.add_argument(
+        "--text", action="append", help="a text to parse (repeatable); default: built-in examples"
+    )
+    demonstration.set_defaults(func=demo)

@@ -1,0 +1,143 @@
+"""Evaluate any spaCy parsing pipeline on a .spacy corpus with the same metrics, and tabulate.
+
+Used for pairatt_parser and for spaCy's transition parser alike, so their figures compare.
+"""
+
+import json
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import spacy
+from spacy.training import Corpus, Example
+
+from ..components.scoring import arc_counts, score_parse
+from ..core.decoding import DECODERS
+from ..provenance import model_provenance, provenance
+
+SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
+
+
+def evaluate_pipeline(
+    model: str, data: str, sentences: str = "pipeline", batch_size: int = 64, decoder: Optional[str] = None,
+    per_document: bool = False,
+) -> Dict:  # fmt: skip
+    """Parse the corpus's texts with `model` and score them against it.
+
+    sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
+    segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
+    spaCy's rule-based sentencizer in front of the pipeline, and a path puts the `senter` of the
+    pipeline saved there in front. decoder ("mst" or "greedy") replaces the saved decoder of every
+    pairatt_parser, so one trained model is scored with and without MST. per_document adds each
+    document's arc counts (`arc_counts`), which paired bootstrap tests between two models need.
+    """
+    started = time.time()
+    if not Path(data).exists():
+        raise ValueError(f"there is no corpus at {data}")
+    nlp = spacy.load(model)
+    if decoder is not None:
+        set_decoder(nlp, decoder)
+    if sentences == "sentencizer":
+        nlp.add_pipe("sentencizer", first=True)
+    elif sentences not in ("pipeline", "gold"):
+        if not Path(sentences).exists():
+            raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
+        nlp.add_pipe("senter", source=spacy.load(sentences), first=True)
+    examples = list(Corpus(data)(nlp))
+    if not examples:
+        raise ValueError(f"{data} holds no documents")
+    if sentences == "gold":
+        for example in examples:
+            copy_gold_sentence_starts(example)
+    n_words = sum(len(eg.predicted) for eg in examples)
+    seconds = predict_examples(nlp, examples, batch_size)
+    result = {
+        "model": str(model),
+        "data": str(data),
+        "sentences": sentences,
+        "decoders": parser_decoders(nlp),
+        "pipeline": nlp.pipe_names,
+        "n_docs": len(examples),
+        "n_words": n_words,
+        "seconds": seconds,  # exact: rounded once, where a table prints it
+        "words_per_second": n_words / seconds,
+        "scores": score_parse(examples),
+    }
+    if per_document:
+        result["arc_counts"] = arc_counts(examples)
+    result["model_config"] = model_provenance(nlp, model)
+    result["provenance"] = provenance(seed=result["model_config"]["seed"], started=started)
+    return result
+
+
+def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:
+    """The decoder of each pairatt_parser in the pipeline, by component name."""
+    return {name: pipe.decoder for name, pipe in nlp.pipeline if nlp.get_pipe_meta(name).factory == "pairatt_parser"}
+
+
+def set_decoder(nlp: spacy.Language, decoder: str) -> None:
+    """Decode every pairatt_parser of `nlp` with `decoder` from now on."""
+    if decoder not in DECODERS:
+        raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
+    names = list(parser_decoders(nlp))
+    if not names:
+        raise ValueError(f"a decoder was given but the pipeline {nlp.pipe_names} has no pairatt_parser")
+    for name in names:
+        nlp.get_pipe(name).decoder = decoder
+
+
+def predict_examples(nlp: spacy.Language, examples: List[Example], batch_size: int = 64) -> float:
+    """Run the pipeline over the examples' predicted Docs in place; returns the seconds it took."""
+    start = time.perf_counter()
+    docs = list(nlp.pipe((eg.predicted for eg in examples), batch_size=batch_size))
+    seconds = time.perf_counter() - start
+    for example, doc in zip(examples, docs):
+        example.predicted = doc
+    return seconds
+
+
+def copy_gold_sentence_starts(example: Example) -> None:
+    """Mark the predicted tokens that begin a gold sentence (tokenizations may differ)."""
+    y2x = example.alignment.y2x
+    starts = {int(y2x.data[y2x.starts[sent.start]]) for sent in example.reference.sents if y2x.lengths[sent.start]}
+    for token in example.predicted:
+        token.is_sent_start = token.i in starts or token.i == 0
+
+
+def write_json(result: Dict, path: Optional[str]) -> None:
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text + "\n", encoding="utf8")
+    print(text)
+
+
+def percent(value) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def results_table(rows: List[Dict]) -> str:
+    """Markdown table from labelled evaluation results (each row: {"name", "split", "result"})."""
+    lines = [
+        "| model | split | UAS | LAS | UAS (punct) | LAS (punct) | one tree per sentence | sents F | words/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        scores = row["result"]["scores"]
+        lines.append(
+            f"| {row['name']} | {row['split']} | {percent(scores['dep_uas'])} | {percent(scores['dep_las'])} | "
+            f"{percent(scores['dep_uas_punct'])} | {percent(scores['dep_las_punct'])} | "
+            f"{percent(scores['dep_single_tree'])} | {percent(scores.get('sents_f'))} | "
+            f"{row['result']['words_per_second']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def replace_marked_block(text: str, marker: str, block: str) -> str:
+    """Replace what lies between `<!-- marker:start -->` and `<!-- marker:end -->` in `text`."""
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"no {start} ... {end} block to replace")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}{end}{tail}"

@@ -1,0 +1,28 @@
+"""What the parse command reports to the user without a traceback, and the checks of its arguments."""
+
+from typing import Optional, Tuple
+
+
+class ParseCommandError(Exception):
+    """A problem with the model, the input or the output, reported to the user without a traceback.
+
+    n_docs: when the error stopped a run, the documents parsed before it.
+    """
+
+    n_docs: Optional[int] = None
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def check_choice(what: str, value, choices: Tuple) -> None:
+    if value not in choices:
+        raise ParseCommandError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def check_counts(batch_size: int, n_process: int = 1) -> None:
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ParseCommandError(f"the batch size must be at least 1, got {batch_size!r}")
+    if not isinstance(n_process, int) or not (n_process >= 1 or n_process == -1):
+        raise ParseCommandError(f"the number of processes must be at least 1 (or -1: one per CPU), got {n_process!r}")

@@ -1,0 +1,200 @@
+"""The parse command's output formats: CoNLL-U blocks and JSON lines, one Doc at a time."""
+
+import json
+import re
+import sys
+from typing import Callable, Dict, Iterable, List, Optional, TextIO
+
+from conllu.models import Token as ConlluToken
+from conllu.models import TokenList
+from spacy.tokens import Doc
+from tqdm import tqdm
+
+from ..components.tokenizer import multiword_tokens
+from .errors import ParseCommandError, check_choice
+from .reading import SOURCE_KEY, comment_parts
+
+# What keeps a CoNLL-U file readable by every reader. LINE_BREAKS: what Python's str.splitlines
+# (so universal-newline readers) ends a line at. A FORM or LEMMA gets a visible picture for each of
+# them and for the tab, and for any whitespace that is not one space between two other characters
+# (readers strip lines and the `conllu` library splits columns at two spaces); a whitespace-only
+# token is all pictures. The token's exact text then goes into MISC as SpacesInToken (UDPipe's
+# name and escapes: \s space, \t tab, \r, \n, \p for |, \\; other whitespace and = as \uXXXX).
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+UNSAFE = frozenset(LINE_BREAKS + "\t")
+PICTURES = {
+    "\t": "\u2409", "\n": "\u240a", "\v": "\u240b", "\f": "\u240c", "\r": "\u240d",
+    "\x1c": "\u241c", "\x1d": "\u241d", "\x1e": "\u241e", "\x1f": "\u241f",
+    "\x85": "\u2424", "\u2028": "\u2424", "\u2029": "\u2424",
+}  # fmt: skip
+SPACE_PICTURE = "\u2423"  # ␣, for spaces and other whitespace without a picture of its own
+MISC_ESCAPES = {" ": "\\s", "\t": "\\t", "\n": "\\n", "\r": "\\r", "|": "\\p", "\\": "\\\\"}
+
+
+def picture(char: str) -> str:
+    return PICTURES.get(char, SPACE_PICTURE)
+
+
+def conllu_form(text: str) -> str:
+    """FORM (or LEMMA) for a token's text: pictures for line breaks, tabs and loose whitespace."""
+    if not text:
+        return "_"
+    last = len(text) - 1
+    return "".join(
+        picture(char)
+        if char.isspace() and (char in UNSAFE or i in (0, last) or text[i - 1].isspace() or text[i + 1].isspace())
+        else char
+        for i, char in enumerate(text)
+    )
+
+
+def conllu_field(text: str) -> Optional[str]:
+    """UPOS, XPOS, FEATS, DEPREL: no whitespace at all; None (written `_`) when empty."""
+    return "".join(picture(char) if char.isspace() else char for char in text) or None
+
+
+def conllu_comment(text: str) -> str:
+    """A comment (`# text = ...`) on one line of every reader: pictures for line breaks and tabs."""
+    return "".join(picture(char) if char in UNSAFE else char for char in text)
+
+
+def conllu_text(text: str) -> str:
+    """The value of `# text`: conllu_comment, and pictures for whitespace at either end (readers strip it)."""
+    start, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    if end <= start:
+        return "".join(map(picture, text))
+    return "".join(map(picture, text[:start])) + conllu_comment(text[start:end]) + "".join(map(picture, text[end:]))
+
+
+def escape_misc(text: str) -> str:
+    """A MISC value: UDPipe's escapes, \\uXXXX for other whitespace and `=`."""
+    return "".join(
+        MISC_ESCAPES.get(char) or (f"\\u{ord(char):04x}" if char.isspace() or char == "=" else char) for char in text
+    )
+
+
+def conllu_blocks(doc: Doc) -> str:
+    """One CoNLL-U block per sentence: comments, ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC.
+
+    `_` where the pipeline set nothing. A Doc of one sentence keeps its input comments (sent_id,
+    text, newdoc...); a Doc split into several sentences gets sent_ids `ID-1`, `ID-2`... The root's
+    spaCy label ROOT is written as UD's `root`. English tokens written together that UD makes one
+    token (`do` `n't`) get a multiword token line before their words (see multiword_line). Any text
+    gives lines that every reader splits the same way (see conllu_form); the token lines are written
+    by the `conllu` library.
+    """
+    annotated = {attr: doc.has_annotation(attr) for attr in ("LEMMA", "POS", "TAG", "MORPH", "DEP")}
+    sentences = list(doc.sents) if doc.has_annotation("SENT_START") or annotated["DEP"] else [doc[:]]
+    blocks = []
+    for number, sentence in enumerate(sentences, 1):
+        tokens = []
+        runs = {run.start: run for run in multiword_tokens(sentence)}
+        inside = {i for run in runs.values() for i in run}
+        for position, token in enumerate(sentence):
+            if position in runs:
+                tokens.append(multiword_line(sentence, runs[position]))
+            form = conllu_form(token.text)
+            misc = {} if token.whitespace_ or position in inside else {"SpaceAfter": "No"}
+            if form != token.text:
+                misc["SpacesInToken"] = escape_misc(token.text)
+            head = deprel = None
+            if annotated["DEP"]:
+                if not sentence.start <= token.head.i < sentence.end:
+                    raise ParseCommandError(
+                        f"the pipeline gave token {token.i} of document {doc.user_data[SOURCE_KEY]['id']} "
+                        "a head outside its sentence"
+                    )
+                is_root = token.head.i == token.i
+                head = 0 if is_root else token.head.i - sentence.start + 1
+                deprel = conllu_field("root" if is_root and token.dep_ == "ROOT" else token.dep_)
+            values = {
+                "id": token.i - sentence.start + 1,
+                "form": form,
+                "lemma": conllu_form(token.lemma_) if annotated["LEMMA"] and token.lemma_ else None,
+                "upos": conllu_field(token.pos_) if annotated["POS"] else None,
+                "xpos": conllu_field(token.tag_) if annotated["TAG"] else None,
+                "feats": conllu_field(str(token.morph)) if annotated["MORPH"] else None,
+                "head": head,
+                "deprel": deprel,
+                "deps": None,
+                "misc": misc or None,
+            }
+            tokens.append(ConlluToken(values))
+        comments = sentence_comments(doc, sentence, number, len(sentences))
+        blocks.append("".join(f"# {conllu_comment(comment)}\n" for comment in comments))
+        blocks.append(TokenList(tokens).serialize())
+    return "".join(blocks)
+
+
+def multiword_line(sentence, run: range) -> ConlluToken:
+    """The line `2-3 don't` of a UD multiword token over the sentence's tokens `run`; SpaceAfter is
+    its last token's, and its words then carry none (tokenizer.multiword_tokens says which)."""
+    surface = sentence[run.start : run.stop]
+    values = {"id": (run.start + 1, "-", run.stop), "form": conllu_form(surface.text)}
+    values.update(dict.fromkeys(("lemma", "upos", "xpos", "feats", "head", "deprel", "deps")))
+    values["misc"] = None if surface[-1].whitespace_ else {"SpaceAfter": "No"}
+    return ConlluToken(values)
+
+
+def sentence_comments(doc: Doc, sentence, number: int, n_sentences: int) -> List[str]:
+    """A one-sentence Doc keeps its input's comments, with sent_id and text added where missing.
+
+    When the pipeline split the Doc into several sentences, the input's sent_id and text no longer
+    fit: each sentence gets `sent_id = ID-N` and its own text, and the first also the other comments.
+    """
+    source = doc.user_data[SOURCE_KEY]
+    sent_id = source["id"] if n_sentences == 1 else f"{source['id']}-{number}"
+    comments = list(source["comments"]) if number == 1 else []  # a tuple after a DocBin
+    if n_sentences > 1:
+        comments = [comment for comment in comments if comment_parts(comment)[0] not in ("sent_id", "text")]
+    keys = {comment_parts(comment)[0] for comment in comments}
+    if "sent_id" not in keys:
+        comments = comments + [f"sent_id = {sent_id}"]
+    if "text" not in keys:
+        comments = comments + [f"text = {conllu_text(sentence.text)}"]
+    return comments
+
+
+# json.dumps(ensure_ascii=False) leaves these raw in strings; str.splitlines would break a line there.
+JSON_ESCAPES = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+JSON_ESCAPE = re.compile("[\x85\u2028\u2029]")
+
+
+def json_line(doc: Doc) -> str:
+    """One JSON object per Doc: its id, text and tokens (head: the head token's index in the Doc)."""
+    tokens = [
+        {"i": t.i, "text": t.text, "head": t.head.i, "dep": t.dep_, "is_sent_start": t.is_sent_start} for t in doc
+    ]
+    record = {"id": doc.user_data[SOURCE_KEY]["id"], "text": doc.text, "tokens": tokens}
+    return JSON_ESCAPE.sub(lambda match: JSON_ESCAPES[match.group()], json.dumps(record, ensure_ascii=False)) + "\n"
+
+
+TEXT_WRITERS: Dict[str, Callable[[Doc], str]] = {"conllu": conllu_blocks, "json": json_line}
+
+
+def write_docs(docs: Iterable[Doc], stream: TextIO, output_format: str, progress: bool = False) -> int:
+    """Write each Doc as soon as it is parsed; returns how many were written.
+
+    On an error the exception's n_docs is the number written before it, and the documents'
+    iterator is closed (which stops worker processes).
+    """
+    check_choice("output format", output_format, tuple(TEXT_WRITERS))
+    writer = TEXT_WRITERS[output_format]
+    n_docs = 0
+    try:
+        for doc in progress_bar(docs, progress, unit="doc"):
+            stream.write(writer(doc))
+            n_docs += 1
+    except ParseCommandError as error:
+        error.n_docs = n_docs
+        raise
+    finally:
+        close = getattr(docs, "close", None)
+        if close is not None:
+            close()
+    return n_docs
+
+
+def progress_bar(iterable: Iterable, enabled: bool, **tqdm_options) -> Iterable:
+    """tqdm on stderr, shown only when asked and stderr is a terminal, so pipes and logs stay clean."""
+    return tqdm(iterable, disable=not enabled or not sys.stderr.isatty(), file=sys.stderr, **tqdm_options)

@@ -1,0 +1,73 @@
+"""The end of the shipped model card (`packaging.assemble_pipeline`): data and licence, what was measured
+and the limits, from the same results and limits as the docs."""
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..evaluation.parser_eval import percent
+from .blocks import BENCH_FILES, COMPARE_ROWS, SEGMENTATION_ROWS
+from .limits import limits_block
+from .results import Results, source_note
+
+MODEL_CARD_INTRO = """### Training data and licence
+
+Trained on the train split of UD English-EWT 2.16 (the English Web Treebank: weblogs, newsgroups, emails,
+reviews and question-answer posts), which is licensed CC BY-SA 4.0; the pipeline is shared under the same
+terms (attribution, share-alike). The encoder is fine-tuned from all-MiniLM-L6-v2 (Apache 2.0). The accuracy
+above is measured on EWT's test split with one gold sentence per Doc and spaCy's tokenization of the raw text,
+so its sentence scores are 100 by construction.
+"""
+
+
+ACCURACY_METRICS = (("UAS", "dep_uas"), ("LAS", "dep_las"), ("one tree per sentence", "dep_single_tree"))
+RAW_TEXT_METRICS = (("UAS", "dep_uas"), ("LAS", "dep_las"), ("sentence F", "sents_f"))
+
+
+def accuracy_line(result: Optional[Dict], what: str, metrics: Sequence[Tuple[str, str]]) -> Optional[str]:
+    if result is None:
+        return None
+    return f"- {what}: " + ", ".join(f"{label} {percent(result['scores'].get(key))}" for label, key in metrics) + "."
+
+
+def measured_lines(results: Results) -> List[str]:
+    """Accuracy, accuracy on raw text, speed ratios and memory, each with its source."""
+    accuracy = (
+        ("results/pairatt_test.json", "EWT test, one gold sentence per Doc (punctuation excluded)", ACCURACY_METRICS),
+        (SEGMENTATION_ROWS[1][2], "EWT dev as raw Docs of 10 sentences, segmented by the senter", RAW_TEXT_METRICS),
+    )
+    lines = [accuracy_line(results.json(path), what, metrics) for path, what, metrics in accuracy]
+    lines = [line for line in lines if line]
+    speed = results.json("results/bench_speed.json")
+    if speed is not None:
+        inference = speed["inference"]
+        lines.append(
+            f"- Speed ratios (bench/speed.py): transformer + parser / transformer alone "
+            f"{inference['ratio_b_over_a']:.2f}; against the transition parser on the same encoder "
+            f"{inference['ratio_b_over_c']:.2f} (stock transformer component) and "
+            f"{inference['ratio_b_over_c_wordpiece_batched']:.2f} (the same wordpiece batching)."
+        )
+    memory = results.json("results/bench_memory.json")
+    if memory is not None:
+        lines.append(
+            f"- Memory (bench/memory.py): peak RSS over {memory['runs'][-1]['sentences']:,} sentences "
+            f"{100 * memory['peak_rss_growth']:+.1f}% against {memory['runs'][0]['sentences']:,}; a parsed Doc "
+            f"keeps {memory['bytes_kept_per_doc']['release'] / 1e3:,.0f} kB with `pairatt_release_attention`."
+        )
+    sources = [*((path, kind) for *_, path, kind in COMPARE_ROWS[2:3]), SEGMENTATION_ROWS[1][2:], *BENCH_FILES]
+    return lines + [
+        "",
+        source_note(results, sources, "python -m spacy project run all && python -m spacy project run bench"),
+    ]
+
+
+def model_card_notes(results_root: Path = Path(".")) -> str:
+    """The end of the shipped model card: data and licence, what was measured, and the limits the docs state."""
+    results = Results(results_root)
+    parts = [
+        MODEL_CARD_INTRO,
+        "### Measured\n",
+        "\n".join(measured_lines(results)),
+        "### Limits\n",
+        limits_block(results),
+    ]
+    return "\n".join(parts)

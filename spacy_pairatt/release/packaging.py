@@ -1,0 +1,110 @@
+"""Turn a trained pipeline into the shipped one, and show what it does."""
+
+import json
+from importlib.metadata import requires
+from pathlib import Path
+from typing import List, Optional
+
+import spacy
+from packaging.requirements import Requirement
+from spacy import displacy
+from spacy.cli.package import generate_readme
+from spacy.util import get_minor_version_range
+
+from ..about import __version__
+from .model_card import model_card_notes
+
+EXAMPLE_TEXTS = [
+    "The new parser reads the attention between every pair of words. It then builds one tree per sentence!",
+    "I didn't think the transformer's heads would know so much about syntax.",
+    "Dr. Smith flew from Boston to San Francisco on Tuesday to present the results.",
+]
+MODEL_CARD = {
+    "name": "pairatt",
+    "description": (
+        "English dependency parser from spacy-pairatt: a sentence segmenter, a shared "
+        "all-MiniLM-L6-v2 transformer with attention output, and pairatt_parser (biaffine pair "
+        "scorer over hidden states and the attention weights of every layer and head, MST "
+        "decoding). Trained on UD English-EWT 2.16 (train split); scores are on its test split."
+    ),
+    "license": "CC BY-SA 4.0",
+    "sources": [
+        {
+            "name": "UD English-EWT 2.16",
+            "url": "https://github.com/UniversalDependencies/UD_English-EWT",
+            "license": "CC BY-SA 4.0",
+        },
+        {
+            "name": "all-MiniLM-L6-v2",
+            "url": "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
+            "license": "Apache 2.0",
+        },
+    ],
+}
+
+
+def package_requirements() -> List[str]:
+    """spacy-pairatt, whose code the pipeline runs, and the stack it pins, so that installing the package
+    gets the versions the weights were saved with; `spacy package` adds spaCy's own range."""
+    stack = [Requirement(text) for text in requires("spacy-pairatt") or []]
+    return [f"spacy-pairatt{get_minor_version_range(__version__)}"] + [
+        str(req) for req in stack if req.marker is None and req.name != "spacy"
+    ]
+
+
+def assemble_pipeline(
+    model: str,
+    output: str,
+    accuracy: Optional[str] = None,
+    senter: Optional[str] = None,
+    version: Optional[str] = None,
+    results_root: str = ".",
+) -> None:
+    """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence, drop the
+    attention maps from the Docs after the parser, and add the metadata and model card that `spacy package`
+    ships.
+
+    senter: a pipeline whose trained `senter` is sourced; without it, spaCy's rule-based sentencizer.
+    version: the package version, for meta.json and the model card.
+    results_root: the checkout whose results/ the model card's notes (measured figures, limits) are written
+    from; spaCy's generated README.md, the model card, ends with them.
+    """
+    nlp = spacy.load(model)
+    if not {"sentencizer", "senter"} & set(nlp.pipe_names):
+        if senter:
+            nlp.add_pipe("senter", source=spacy.load(senter), first=True)
+        else:
+            nlp.add_pipe("sentencizer", first=True)
+    if "pairatt_release_attention" not in nlp.pipe_names:
+        # Attention is read by the parser only; dropped after it (keep="float16" keeps word-level maps).
+        nlp.add_pipe("pairatt_release_attention")
+    nlp.meta.update(MODEL_CARD, notes=model_card_notes(Path(results_root)), requirements=package_requirements())
+    if version:
+        nlp.meta["version"] = version
+    if accuracy:
+        scores = json.loads(Path(accuracy).read_text(encoding="utf8"))["scores"]
+        nlp.meta["performance"] = {key: value for key, value in scores.items() if not isinstance(value, dict)}
+    nlp.to_disk(output)
+    # `spacy package` generates the same card from meta.json only when its output directory has none, so a
+    # rebuild with --force would ship the previous build's card; one in the pipeline directory replaces it.
+    (Path(output) / "README.md").write_text(generate_readme(nlp.meta), encoding="utf8")
+    print(f"Saved {nlp.pipe_names} to {output}")
+
+
+def parse_examples(model: str, output: Optional[str] = None, texts: Optional[List[str]] = None) -> None:
+    """Parse texts (sentencizer added if the pipeline has no segmenter), print and render them."""
+    nlp = spacy.load(model)
+    if not {"sentencizer", "senter", "parser"} & set(nlp.pipe_names):
+        nlp.add_pipe("sentencizer", first=True)
+    docs = list(nlp.pipe(texts or EXAMPLE_TEXTS))
+    for doc in docs:
+        for sent in doc.sents:
+            print(sent.text)
+            for token in sent:
+                head = "ROOT" if token.head.i == token.i else f"{token.head.text}-{token.head.i - sent.start + 1}"
+                print(f"  {token.i - sent.start + 1:>3} {token.text:<15} {token.dep_:<12} {head}")
+    if output:
+        html = displacy.render(docs, style="dep", page=True, options={"compact": True})
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(html, encoding="utf8")
+        print(f"Saved the rendering to {output}")

@@ -1,0 +1,360 @@
+"""Issue 17's attention curve: where attention pays, by training size, domain and task
+(docs/attention_curve.md).
+
+A run is one model: a task's row (hidden states only, or with attention), a training size (a seeded
+random subset of the training set, or all of it) and a seed, which is both the training seed and
+the seed that drew the subset, so the two rows at one size and seed see the same sentences. Each
+run trains with `ablation.train_command` (one `spacy train` process) to the step budget of
+`Budget`, keeps spaCy's model-best on dev, and is scored once on each test set with the project's
+evaluations, into RESULTS/runs/{run_id}.json (summary and provenance) and
+RESULTS/evaluations/{run_id}_{domain}.json (the full evaluation; parser runs also
+{run_id}_{domain}_arcs.json, the per-sentence arc counts the bootstrap needs).
+
+Their table: attention_curve_table.py.
+"""
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..provenance import code_fingerprint, provenance
+from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, read_json, run_training, split_scores
+from .ablation import train_command as ablation_train_command
+
+# The paths whose contents make an earlier run's results stale when they change (`--reuse same-code`).
+TRAINING_CODE = ("spacy_pairatt", "configs", "setup.py")
+REUSE_POLICIES = ("same-code", "existing", "never")
+# Measured on 2 CPU cores (README, results/ablation.md): ~50 min per 800-step parser training
+# including its 4 dev evaluations, ~25 min per 675-step SemEval training; scoring a parser on EWT and
+# PTB test and loading it, about 2 minutes.
+CPU_SECONDS_PER_STEP = {"parser": 50 * 60 / 800, "relations": 25 * 60 / 675}
+CPU_SECONDS_PER_RUN = {"parser": 120, "relations": 60}
+REL_NO_ATTENTION = ("--components.pairatt_rel.model.scorer.use_attention", "false")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Equal budgets: both rows at one size train the same number of steps, under the config's
+    schedule shape (`ablation.budget_overrides`), and keep model-best on dev.
+
+    steps = ceil(steps_per_sentence * training sentences), at least `min_steps`, at most
+    `max_steps` (the full-data budget). Parser: 1/8 of a step a sentence (batches of 2,000 padded
+    words hold about 70 EWT sentences: about 9 epochs), 200 to 800 steps: 200 at 100, 400 and
+    1,600 sentences, 800 at 6,400 and at all 12,544. Relations: the SemEval recipe's 3 epochs of 32
+    sentences (675 steps at 7,200), at least 300 (1,000 sentences: 300 steps, 9.6 epochs)."""
+
+    steps_per_sentence: float
+    min_steps: int
+    max_steps: int
+
+    def steps(self, n_train: int) -> int:
+        if n_train < 1:
+            raise ValueError(f"a training set needs at least one sentence, got {n_train}")
+        if not 1 <= self.min_steps <= self.max_steps:
+            raise ValueError(f"need 1 <= min_steps <= max_steps, got {self.min_steps} and {self.max_steps}")
+        return min(self.max_steps, max(self.min_steps, math.ceil(self.steps_per_sentence * n_train)))
+
+    def rule(self) -> str:
+        return (
+            f"steps = ceil({self.steps_per_sentence:g} x training sentences), at least {self.min_steps}, "
+            f"at most {self.max_steps}; the config's schedule shape scaled to the steps; model-best on dev"
+        )
+
+
+@dataclass(frozen=True)
+class Task:
+    key: str
+    rows: Tuple[Row, ...]
+    budget: Budget
+    # meta.json performance keys of spaCy's dev scores of model-best, with the names we give them
+    dev_scores: Tuple[Tuple[str, str], ...]
+
+    def row(self, key: str) -> Row:
+        for row in self.rows:
+            if row.key == key:
+                return row
+        raise ValueError(f"unknown {self.key} row {key!r}; known: {[row.key for row in self.rows]}")
+
+
+# Row.decoder None: train_command adds no decoder override, so the parser trains and is scored with
+# its config's decoder (MST in both configs).
+PARSER_ROWS = (
+    Row("emb", "emb", "hidden states only (use_attention false)", "configs/parser_minilm.cfg", "emb", None,
+        EMBEDDINGS_ONLY),
+    Row("att", "emb+att", "hidden states and attention, the default parser", "configs/parser_minilm.cfg", "att",
+        None),
+    Row("ftatt", "ft:emb+att", "hidden states and attention, fine-tuned through attention too",
+        "configs/parser_minilm_ftatt.cfg", "ftatt", None),
+)  # fmt: skip
+RELATION_ROWS = (
+    Row("emb", "emb", "hidden states only (use_attention false)", "configs/rel_semeval_minilm.cfg", "emb", None,
+        REL_NO_ATTENTION),
+    Row("att", "emb+att", "hidden states and attention", "configs/rel_semeval_minilm.cfg", "att", None),
+)  # fmt: skip
+TASKS = {
+    "parser": Task("parser", PARSER_ROWS, Budget(1 / 8, 200, 800), (("dep_uas", "uas"), ("dep_las", "las"))),
+    "relations": Task("relations", RELATION_ROWS, Budget(3 / 32, 300, 675), (("rel_micro_f", "micro_f"),)),
+}
+# (better, worse): the comparisons the table draws wherever both rows ran at a size.
+COMPARISONS = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
+DOMAINS = {dataset.key: dataset for dataset in DATASETS}
+
+
+@dataclass(frozen=True)
+class Run:
+    task: str
+    dataset: str
+    row: str
+    size: Optional[int]  # None: the whole training set
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.dataset}_{size_label(self.size)}_s{self.seed}_{self.row}"
+
+
+def size_label(size: Optional[int]) -> str:
+    return "full" if size is None else f"n{size}"
+
+
+def plan_runs(
+    task: str, dataset: str, rows: Sequence[str], sizes: Sequence[Optional[int]], seeds: Sequence[int]
+) -> List[Run]:
+    """Every (size, seed, row) in that order: both rows of a size and seed run one after the other."""
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; known: {sorted(TASKS)}")
+    for key in rows:
+        TASKS[task].row(key)
+    if not rows or not sizes or not seeds:
+        raise ValueError("give at least one row, one size and one seed")
+    return [Run(task, dataset, row, size, seed) for size in sizes for seed in seeds for row in rows]
+
+
+# -- subsets ------------------------------------------------------------------------------------
+
+
+def subset_indices(n_docs: int, size: int, seed: int) -> np.ndarray:
+    """The sorted indices of `size` of `n_docs` documents, drawn without replacement under `seed`:
+    the first `size` of one seeded permutation, so one seed's subsets are nested (100 within 400...)."""
+    if not 1 <= size <= n_docs:
+        raise ValueError(f"a subset of {size} documents cannot be drawn from {n_docs}")
+    return np.sort(np.random.default_rng(seed).permutation(n_docs)[:size])
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_subsets(source: str, out_dir: str, sizes: Sequence[int], seeds: Sequence[int]) -> Dict:
+    """OUT_DIR/n{size}_s{seed}.spacy for every size and seed (documents and their user_data, in the
+    source's order) and OUT_DIR/subsets.json recording the source, its SHA-256, every subset's seed
+    and indices. Two sources of the same length (SemEval with and without markers) get the same
+    indices for the same size and seed."""
+    import spacy
+    from spacy.tokens import DocBin
+
+    if not Path(source).exists():
+        raise ValueError(f"{source} does not exist (run the convert command first)")
+    docs = list(DocBin(store_user_data=True).from_disk(source).get_docs(spacy.blank("en").vocab))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    subsets = []
+    for size in sizes:
+        for seed in seeds:
+            indices = subset_indices(len(docs), size, seed)
+            path = out / f"n{size}_s{seed}.spacy"
+            DocBin(store_user_data=True, docs=[docs[i] for i in indices]).to_disk(path)
+            subsets.append({"size": size, "seed": seed, "path": str(path), "indices": indices.tolist()})
+    manifest = {
+        "source": str(source),
+        "source_sha256": file_sha256(Path(source)),
+        "n_source_docs": len(docs),
+        "rule": "the first SIZE of numpy.random.default_rng(SEED).permutation(N), sorted",
+        "subsets": subsets,
+        "provenance": provenance(),
+    }
+    (out / "subsets.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf8")
+    return manifest
+
+
+def find_subset(subsets_dir: str, size: int, seed: int) -> Dict:
+    """The subsets.json entry of one size and seed (without its indices, with their SHA-256 and the
+    source's)."""
+    manifest = read_json(Path(subsets_dir) / "subsets.json")
+    if manifest is None:
+        raise ValueError(f"{subsets_dir}/subsets.json does not exist (run curve-subsets first)")
+    for subset in manifest["subsets"]:
+        if subset["size"] == size and subset["seed"] == seed:
+            indices = json.dumps(subset["indices"]).encode("utf8")
+            return {
+                "path": subset["path"], "size": size, "seed": seed, "source": manifest["source"],
+                "source_sha256": manifest["source_sha256"], "indices_sha256": hashlib.sha256(indices).hexdigest(),
+            }  # fmt: skip
+    raise ValueError(f"{subsets_dir} has no subset of {size} under seed {seed} (curve-subsets --sizes --seeds)")
+
+
+def count_docs(path: str) -> int:
+    from spacy.tokens import DocBin
+
+    return len(DocBin().from_disk(path))
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+def reusable(record: Optional[Dict], reuse: str, fingerprint: Optional[str]) -> bool:
+    """Whether a results file written before stands: `existing` takes any, `never` none, and
+    `same-code` one written by the same TRAINING_CODE as now (`fingerprint`: `code_fingerprint`)."""
+    if reuse not in REUSE_POLICIES:
+        raise ValueError(f"reuse must be one of {REUSE_POLICIES}, got {reuse!r}")
+    if record is None or reuse == "never":
+        return False
+    return reuse == "existing" or (fingerprint is not None and record.get("code_sha256") == fingerprint)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Where a plan's runs read and write, and how they train."""
+
+    train: str
+    dev: str
+    tests: Dict[str, str]  # domain -> test .spacy
+    training_dir: str
+    results_dir: str
+    subsets: Optional[str] = None  # curve-subsets folder, needed for sizes other than full
+    budget: Optional[Budget] = None  # default: the task's
+    gpu_id: int = -1
+    dev_limit: int = 0
+    encoder: Optional[str] = None  # replaces the configs' encoder (the tests' tiny BERT)
+    reuse: str = "same-code"
+
+
+def run_data(run: Run, setup: Setup) -> Tuple[str, int, Optional[Dict]]:
+    """The run's training file, its number of sentences (documents), and its subset's record."""
+    if run.size is None:
+        return setup.train, count_docs(setup.train), None
+    if not setup.subsets:
+        raise ValueError(f"run {run.run_id} needs --subsets (the curve-subsets folder)")
+    subset = find_subset(setup.subsets, run.size, run.seed)
+    return subset["path"], run.size, subset
+
+
+def run_command(run: Run, setup: Setup, train: str, steps: int) -> List[str]:
+    row = TASKS[run.task].row(run.row)
+    output = str(Path(setup.training_dir) / run.run_id)
+    command = ablation_train_command(
+        row, train, setup.dev, output, steps, run.seed, setup.dev_limit, gpu_id=setup.gpu_id
+    )
+    if setup.encoder:
+        command += ["--components.transformer.model.name", setup.encoder]
+    return command
+
+
+def train_run(run: Run, setup: Setup) -> Dict:
+    """Train one run (unless an earlier training of it may be reused) and return its training record."""
+    results = Path(setup.results_dir) / "runs"
+    path = results / f"{run.run_id}.train.json"
+    record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
+    if reusable(record, setup.reuse, fingerprint):
+        print(f"{run.run_id}: training reused ({path})")
+        return record
+    budget = setup.budget or TASKS[run.task].budget
+    train, n_train, subset = run_data(run, setup)
+    steps = budget.steps(n_train)
+    command = run_command(run, setup, train, steps)
+    log = Path(setup.training_dir) / f"{run.run_id}.log"
+    print(f"{run.run_id}: training {steps} steps on {n_train} sentences (log: {log})", flush=True)
+    seconds, started = run_training(command, log)
+    row = TASKS[run.task].row(run.row)
+    record = {
+        **asdict(run), "run_id": run.run_id, "row_name": row.name, "description": row.description,
+        "config": row.config, "encoder": setup.encoder or "all-MiniLM-L6-v2", "train": train, "dev": setup.dev,
+        "n_train": n_train, "subset": subset, "steps": steps, "budget": {**asdict(budget), "rule": budget.rule()},
+        "learn_rate": config_learn_rate(row.config), "dev_limit": setup.dev_limit, "command": " ".join(command),
+        "train_seconds": seconds, "log": str(log), "model": str(Path(setup.training_dir) / run.run_id / "model-best"),
+        "code_sha256": fingerprint, "provenance": provenance(seed=run.seed, started=started),
+    }  # fmt: skip
+    results.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    return record
+
+
+def dev_scores(model: str, task: Task) -> Dict[str, Optional[float]]:
+    """spaCy's dev scores of model-best (meta.json), in percent: what chose it."""
+    meta = read_json(Path(model) / "meta.json") or {}
+    performance = meta.get("performance", {})
+    return {name: None if performance.get(key) is None else 100 * performance[key] for key, name in task.dev_scores}
+
+
+def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
+    """Score one trained run on each test set once; returns {domain: scores in percent}."""
+    from ..evaluation.parser_eval import evaluate_pipeline, write_json
+    from ..evaluation.relation_eval import evaluate_semeval
+
+    evaluations = Path(setup.results_dir) / "evaluations"
+    scores = {}
+    for domain, data in setup.tests.items():
+        output = evaluations / f"{run.run_id}_{domain}.json"
+        if run.task == "relations":
+            result = evaluate_semeval(training["model"], data)
+            scores[domain] = {name[len("rel_semeval_") :]: 100 * value for name, value in result["scores"].items()}
+        else:
+            result = evaluate_pipeline(training["model"], data, per_document=True)
+            arcs = evaluations / f"{run.run_id}_{domain}_arcs.json"
+            evaluations.mkdir(parents=True, exist_ok=True)
+            arcs.write_text(json.dumps(result.pop("arc_counts"), separators=(",", ":")) + "\n", encoding="utf8")
+            labelled = DOMAINS[domain].labelled if domain in DOMAINS else True
+            scores[domain] = {**split_scores(result, labelled), "arcs": str(arcs.relative_to(setup.results_dir))}
+        write_json(result, str(output))
+        scores[domain]["evaluation"] = str(output.relative_to(setup.results_dir))
+    return scores
+
+
+def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
+    """Train and score each run not already done (see `reusable`), into RESULTS/runs/{run_id}.json."""
+    import spacy
+
+    for path in (setup.train, setup.dev, *setup.tests.values()):
+        if not Path(path).exists():
+            raise ValueError(f"{path} does not exist (run the convert / ptb-convert / semeval-convert command first)")
+    if setup.gpu_id >= 0:
+        spacy.require_gpu(setup.gpu_id)
+    records = []
+    for run in runs:
+        path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
+        record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
+        if reusable(record, setup.reuse, fingerprint):
+            print(f"{run.run_id}: results reused ({path})")
+            records.append(record)
+            continue
+        started = time.time()
+        training = train_run(run, setup)
+        record = {
+            **training,
+            "dev_scores": dev_scores(training["model"], TASKS[run.task]),
+            "test": score_run(run, training, setup),
+            "train_provenance": training["provenance"],
+            "train_code_sha256": training.get("code_sha256"),
+            "code_sha256": fingerprint,
+            "provenance": provenance(seed=run.seed, started=started),
+        }
+        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+        print(f"{run.run_id}: done ({path})", flush=True)
+        records.append(record)
+    return records
+
+
+def estimate_cpu_seconds(runs: Iterable[Run], n_train: Dict[Optional[int], int], budgets: Dict[str, Budget]) -> float:
+    """Rough CPU wall time of the runs on 2 cores, from the measured CPU_SECONDS_PER_STEP / _PER_RUN.
+    n_train: the sentences of each size (None: the full set)."""
+    total = 0.0
+    for run in runs:
+        steps = budgets[run.task].steps(n_train[run.size])
+        total += steps * CPU_SECONDS_PER_STEP[run.task] + CPU_SECONDS_PER_RUN[run.task]
+    return total

@@ -1,0 +1,51 @@
+"""The runtime stands apart (docs/architecture.md): what `spacy.load` imports holds no study, evaluation,
+command line, plotting, LightGBM or Dask code."""
+
+import json
+import subprocess
+import sys
+
+# Run in a fresh interpreter, so that what this test process imported does not count: the modules after
+# `import spacy_pairatt`, then after building each component and loading every registered function that
+# spaCy finds through the package's entry points (all that a saved pipeline's config can name).
+IMPORTS = """
+import json, sys
+from importlib.metadata import entry_points
+import spacy_pairatt
+after_import = sorted(sys.modules)
+import spacy
+nlp = spacy.blank("en")
+for name in ("pairatt_parser", "pairatt_rel", "pairatt_release_attention"):
+    nlp.add_pipe(name)
+loaded = []
+for group in ("factories", "architectures", "scorers", "readers", "misc", "span_getters", "tokenizers"):
+    for entry_point in entry_points(group="spacy_" + group):
+        if entry_point.value.startswith("spacy_pairatt"):
+            entry_point.load()
+            loaded.append(entry_point.name)
+print(json.dumps({"import": after_import, "runtime": sorted(sys.modules), "entry_points": loaded}))
+"""
+NOT_RUNTIME = ("spacy_pairatt.study", "spacy_pairatt.evaluation", "spacy_pairatt.cli", "spacy_pairatt.release",
+               "spacy_pairatt.parse_files", "matplotlib", "lightgbm", "dask", "distributed")  # fmt: skip
+
+
+def imported(modules, prefixes=NOT_RUNTIME):
+    return [name for name in modules if any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)]
+
+
+def test_loading_a_pipeline_imports_no_study_evaluation_plotting_lightgbm_or_dask():
+    result = subprocess.run([sys.executable, "-c", IMPORTS], capture_output=True, text=True, check=True)
+    modules = json.loads(result.stdout.strip().splitlines()[-1])
+    assert [name for name in modules["import"] if name.startswith("spacy_pairatt.")] == ["spacy_pairatt.about"]
+    assert "spacy-pairatt.parser_scorer.v1" in modules["entry_points"]
+    assert "spacy_pairatt.components.parser" in modules["runtime"]
+    assert imported(modules["import"]) == []
+    assert imported(modules["runtime"]) == []
+
+
+def test_the_public_names_are_the_relations_type_and_its_picture():
+    import spacy_pairatt
+    from spacy_pairatt.core import doc_relations
+
+    assert spacy_pairatt.Relation is doc_relations.Relation
+    assert spacy_pairatt.render_relations is doc_relations.render_relations
