@@ -173,3 +173,30 @@ def test_dev_corpus_empty_or_without_heads_or_with_a_broken_tree(tmp_path):
 
 def test_no_dev_corpus_to_check_outside_a_training_config():
     assert validate_dev_corpus(spacy.blank("en"), "x") is None
+
+
+def test_spacy_train_initialization_checks_the_parsers_dev_corpus(tmp_path, tiny_bert_dir):
+    """`spacy train` initializes with the config's dev corpus at hand: an empty one stops it there
+    (it would score 0.00 at every evaluation); a default path with no file behind it is not checked."""
+    from conftest import REPO
+    from spacy.training.initialize import init_nlp
+
+    vocab = spacy.blank("en").vocab
+    good = Doc(vocab, words=["It", "works", "."], heads=[1, 1, 1], deps=["nsubj", "ROOT", "punct"])
+    DocBin(docs=[good]).to_disk(tmp_path / "train.spacy")
+    DocBin().to_disk(tmp_path / "empty.spacy")
+
+    def init(dev):
+        overrides = {
+            "paths.train": str(tmp_path / "train.spacy"),
+            "paths.dev": str(dev),
+            "components.transformer.model.name": tiny_bert_dir,
+        }
+        return init_nlp(spacy.util.load_config(REPO / "configs" / "parser_minilm.cfg", overrides=overrides))
+
+    empty = tmp_path / "empty.spacy"
+    with pytest.raises(
+        ValueError, match=rf"pairatt_parser: the dev corpus \[corpora.dev\] \({empty}\) has no examples"
+    ):
+        init(empty)
+    assert "pairatt_parser" in init(tmp_path / "not_converted_yet.spacy").pipe_names

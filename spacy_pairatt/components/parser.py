@@ -17,7 +17,7 @@ from thinc.api import Config, Model
 
 from ..core.decoding import DECODERS, decode_batch
 from ..core.objectives import arc_log_scores, best_labels, parser_loss
-from ..core.validation import validate_gold_parse
+from ..core.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.parser_model import ParseScores
 from .base import PairScoringPipe, prepare_process
 
@@ -200,7 +200,8 @@ class PairAttParser(PairScoringPipe):
         nlp: Optional[Language] = None,
         labels: Optional[Dict[str, List[str]]] = None,
     ) -> None:
-        """Collect labels, check the upstream transformer and build the scorer."""
+        """Collect labels, check the upstream transformer and build the scorer; check the dev corpus
+        of the training config (`validate_parser_dev_corpus`) as training data is checked."""
         validate_get_examples(get_examples, "PairAttParser.initialize")
         if labels is not None:
             self.cfg["labels"] = list(labels["labels"])
@@ -223,3 +224,5 @@ class PairAttParser(PairScoringPipe):
         for index, example in enumerate(get_examples()):
             validate_gold_parse(example, index, self.labels)
         self._set_dims(nlp, 1 + len(self.cfg["labels"]))
+        if nlp is not None:
+            validate_parser_dev_corpus(nlp, self.name)

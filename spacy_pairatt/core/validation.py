@@ -11,6 +11,7 @@ component reads (`transformer_output_problem`) and the dev corpus of a training 
 
 import math
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 
 import numpy as np
@@ -221,8 +222,9 @@ def dev_corpus_examples(nlp) -> Optional[Tuple[str, List[Example]]]:
     `spacy train` reads it at each evaluation; `where` is "[corpora.dev] (path)" for messages.
 
     None when the config names no dev corpus that can be built (a pipeline built in code, whose
-    `paths.dev` is unset): then no `spacy train` run evaluates on one, and `spacy train` itself
-    builds the dev reader before it initializes the pipeline, so its errors come from there.
+    `paths.dev` is unset or names a file that is not there): then no `spacy train` run evaluates
+    on one, and `spacy train` itself builds the dev reader before it initializes the pipeline, so
+    its errors come from there.
     """
     from spacy.util import resolve_dot_names
 
@@ -238,6 +240,8 @@ def dev_corpus_examples(nlp) -> Optional[Tuple[str, List[Example]]]:
     for part in dot_name.split("."):
         section = section.get(part, {}) if isinstance(section, dict) else {}
     path = section.get("path") if isinstance(section, dict) else None
+    if path and not Path(path).exists():
+        return None  # a config's default path in a checkout without the corpus: nothing to check
     where = f"[{dot_name}]" + (f" ({path})" if path else "")
     return where, list(corpus(nlp))
 
