@@ -8,11 +8,31 @@ from typing import Any, Dict, Optional, Tuple
 import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
+from thinc.api import Config
 
 from ..core.features import MissingAttentionError
 from ..core.validation import ATTENTION_CONFIG_HINT
 from .forking import single_threaded_torch_after_fork
 from .memory import limit_heap_fragmentation
+
+
+def default_model(architecture: str, scorer: str) -> Config:
+    """A component's default [model]: `architecture` reading the shared transformer through the
+    listener, with `scorer` (the lines of its [model.scorer] section)."""
+    return Config().from_str(
+        f"""
+[model]
+@architectures = "{architecture}"
+grad_factor = 1.0
+
+[model.tok2vec]
+@architectures = "spacy-pairatt.TransformerListener.v1"
+upstream = "*"
+
+[model.scorer]
+{scorer}
+"""
+    )["model"]
 
 
 def prepare_process() -> None:
@@ -35,6 +55,18 @@ class PairScoringPipe(TrainablePipe):
     """
 
     CONFIG_SETTINGS: Tuple[str, ...] = ()
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(self.cfg["labels"])
+
+    def add_label(self, label: str) -> int:
+        """Add a label before initialization; the model cannot grow its label set afterwards."""
+        if label in self.cfg["labels"]:
+            return 0
+        self._allow_extra_label()
+        self.cfg["labels"].append(label)
+        return 1
 
     def _remember_pipeline(self, nlp: Language) -> None:
         """Called by the factory: `set_setting` updates this pipeline's config too."""

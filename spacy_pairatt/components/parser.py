@@ -13,33 +13,24 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model
+from thinc.api import Model
 
 from ..core.decoding import DECODERS, decode_batch
 from ..core.objectives import arc_log_scores, best_labels, parser_loss
 from ..core.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.parser_model import ParseScores
-from .base import PairScoringPipe, prepare_process
+from .base import PairScoringPipe, default_model, prepare_process
 
-DEFAULT_MODEL_CONFIG = """
-[model]
-@architectures = "spacy-pairatt.PairAttParser.v1"
-grad_factor = 1.0
-
-[model.tok2vec]
-@architectures = "spacy-pairatt.TransformerListener.v1"
-upstream = "*"
-
-[model.scorer]
-@architectures = "spacy-pairatt.PairScorer.v1"
+DEFAULT_MODEL = default_model(
+    "spacy-pairatt.PairAttParser.v1",
+    """@architectures = "spacy-pairatt.PairScorer.v1"
 mode = "biaffine"
 use_embeddings = true
 use_attention = true
 arc_width = 256
 label_width = 128
-dropout = 0.1
-"""
-DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+dropout = 0.1""",
+)
 
 
 @Language.factory(
@@ -83,10 +74,6 @@ class PairAttParser(PairScoringPipe):
         self.cfg: Dict = {"labels": [], "root_labels": [], "dims": {}}
 
     @property
-    def labels(self) -> Tuple[str, ...]:
-        return tuple(self.cfg["labels"])
-
-    @property
     def label_data(self) -> Dict[str, List[str]]:
         """What `spacy init labels` saves and `initialize(labels=...)` takes back."""
         return {"labels": list(self.cfg["labels"]), "root_labels": list(self.cfg["root_labels"])}
@@ -94,14 +81,6 @@ class PairAttParser(PairScoringPipe):
     @property
     def mode(self) -> str:
         return self.model.get_ref("scorer").attrs["mode"]
-
-    def add_label(self, label: str) -> int:
-        """Add a label before initialization; the model cannot grow its label set afterwards."""
-        if label in self.cfg["labels"]:
-            return 0
-        self._allow_extra_label()
-        self.cfg["labels"].append(label)
-        return 1
 
     def predict(self, docs: Iterable[Doc]):
         """Decode one tree per sentence: (sentences, heads per sentence, label ids per sentence)."""

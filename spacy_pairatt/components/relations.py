@@ -13,7 +13,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
-from thinc.api import Config, Model, set_dropout_rate
+from thinc.api import Model, set_dropout_rate
 
 from ..core.doc_relations import (
     ENTS,
@@ -25,25 +25,16 @@ from ..core.doc_relations import (
 from ..core.objectives import entity_pair_mask, relation_loss, relation_probabilities
 from ..core.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
-from .base import PairScoringPipe, prepare_process
+from .base import PairScoringPipe, default_model, prepare_process
 
-DEFAULT_MODEL_CONFIG = """
-[model]
-@architectures = "spacy-pairatt.PairAttRelations.v1"
-grad_factor = 1.0
-
-[model.tok2vec]
-@architectures = "spacy-pairatt.TransformerListener.v1"
-upstream = "*"
-
-[model.scorer]
-@architectures = "spacy-pairatt.RelationScorer.v1"
+DEFAULT_MODEL = default_model(
+    "spacy-pairatt.PairAttRelations.v1",
+    """@architectures = "spacy-pairatt.RelationScorer.v1"
 use_embeddings = true
 use_attention = true
 hidden_width = 256
-dropout = 0.1
-"""
-DEFAULT_MODEL = Config().from_str(DEFAULT_MODEL_CONFIG)["model"]
+dropout = 0.1""",
+)
 
 # Every ordered pair of a Doc's candidate entities is scored, so a Doc's memory and time grow with
 # the square of its entities; a Doc with more pairs than this (about 1,000 entities) is refused
@@ -143,10 +134,6 @@ class PairAttRelationExtractor(PairScoringPipe):
         }
 
     @property
-    def labels(self) -> Tuple[str, ...]:
-        return tuple(self.cfg["labels"])
-
-    @property
     def label_data(self) -> List[str]:
         return list(self.cfg["labels"])
 
@@ -159,13 +146,6 @@ class PairAttRelationExtractor(PairScoringPipe):
         """Set after tuning on held-out data; saved with the component and in the pipeline's config."""
         check_settings(self.name, threshold=value)
         self.set_setting("threshold", float(value))
-
-    def add_label(self, label: str) -> int:
-        if label in self.cfg["labels"]:
-            return 0
-        self._allow_extra_label()
-        self.cfg["labels"].append(label)
-        return 1
 
     def doc_entities(self, doc: Doc) -> DocEntities:
         """The Doc's candidate entities, each a list of mention offsets, in order of first mention;
