@@ -69,5 +69,14 @@ def build_pipeline(
     return nlp
 
 
-def load_or_build(model: Optional[str], config_name: str, train_path: Path) -> Language:
-    return spacy.load(model) if model else build_pipeline(config_name, train_path)
+def load_or_build(
+    model: Optional[str], config_name: str, train_path: Path, transformer_factory: Optional[str] = None
+) -> Language:
+    """The trained pipeline at `model`, else one built from configs/<config_name>.cfg and initialised;
+    transformer_factory as in `build_pipeline` (a saved pipeline keeps its weights)."""
+    if not model:
+        return build_pipeline(config_name, train_path, transformer_factory=transformer_factory)
+    config = spacy.util.load_config(Path(model) / "config.cfg")
+    if transformer_factory:
+        config["components"]["transformer"]["factory"] = transformer_factory
+    return spacy.util.load_model_from_path(Path(model), config=config)

@@ -11,6 +11,8 @@ MST: the time spent in `decode_batch` while (b) parses the test set, measured by
 as a share of (b)'s total time and of the parser component's own time; plus a cProfile summary.
 
     python bench/speed.py --output results/bench_speed.json
+    python bench/speed.py --pairatt-model training/pairatt/model-best \
+        --transition-model training/transition/model-best --output results/bench_speed.json   # trained
 """
 
 import argparse
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Dict, List
 
 import torch
-from pipelines import build_pipeline, load_docs, unannotated
+from pipelines import build_pipeline, load_docs, load_or_build, unannotated
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
@@ -177,19 +179,29 @@ def main() -> None:
     parser.add_argument("--train-steps", type=int, default=10)
     parser.add_argument("--limit", type=int, default=0, help="test sentences to use (0: all)")
     parser.add_argument("--output", default="results/bench_speed.json")
+    parser.add_argument("--pairatt-model", help="a trained pairatt pipeline (default: parser_minilm.cfg initialised)")
+    parser.add_argument(
+        "--transition-model", help="a trained transition pipeline (default: transition_minilm.cfg initialised)"
+    )
     args = parser.parse_args()
 
     fix_random_seed(0)
     train = Path(args.train)
-    pairatt = build_pipeline("parser_minilm", train)
-    transition = build_pipeline("transition_minilm", train)
-    transition_batched = build_pipeline("transition_minilm", train, transformer_factory="pairatt_transformer")
+    pairatt = load_or_build(args.pairatt_model, "parser_minilm", train)
+    transition = load_or_build(args.transition_model, "transition_minilm", train)
+    transition_batched = load_or_build(
+        args.transition_model, "transition_minilm", train, transformer_factory="pairatt_transformer"
+    )
     tagger = build_pipeline("parser_minilm", train, head="tagger")
     docs = load_docs(Path(args.test), pairatt, args.limit)
     result = {
         "machine": {"torch_threads": torch.get_num_threads()},
         "encoder": "all-MiniLM-L6-v2 (configs/parser_minilm.cfg, configs/transition_minilm.cfg)",
-        "weights": "initialised, not trained (speed does not depend on them; MST sees more cycles)",
+        "weights": (
+            f"trained: {args.pairatt_model}, {args.transition_model or 'transition initialised'}"
+            if args.pairatt_model
+            else "initialised, not trained (speed does not depend on them; MST sees more cycles)"
+        ),
         "inference": inference(pairatt, transition, transition_batched, docs, args.repeats, args.batch_size),
         "training": training_steps(pairatt, tagger, load_docs(train, pairatt, 32 * 8), args.train_steps, 32),
         "decoding": decoding_share(pairatt, docs, args.batch_size),
