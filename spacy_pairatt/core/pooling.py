@@ -147,7 +147,7 @@ def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignmen
     ends = torch.cumsum(sizes, 0)
     bucket_of_block = torch.bucketize(alignment.block_window, ends, right=True)
     n_units, n_maps = alignment.unit_of.shape[1], window_maps[0].shape[2]
-    pooled, placed = [window_maps[0].new_zeros(0, n_maps, n_units, n_units)], [ends[:0]]
+    pooled = window_maps[0].new_zeros(len(alignment.block_window), n_maps, n_units, n_units)
     for bucket, maps in enumerate(window_maps):
         blocks = torch.nonzero(bucket_of_block == bucket).flatten()
         if len(blocks) == 0:
@@ -161,13 +161,8 @@ def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignmen
         rows, cols = alignment.rows[blocks, :used, :width], alignment.cols[blocks, :used, :width]
         from_units = torch.matmul(rows, block_maps.reshape(-1, width, n_maps * width))  # (Bk_b, U_b, F * P_b)
         to_units = torch.matmul(from_units.view(-1, used * n_maps, width), cols.transpose(1, 2))  # (Bk_b, U_b * F, U_b)
-        padding = (0, n_units - used, 0, n_units - used)
-        pooled.append(torch.nn.functional.pad(to_units.view(-1, used, n_maps, used).transpose(1, 2), padding))
-        placed.append(blocks)
-    placed = torch.cat(placed)
-    inverse = torch.empty_like(placed)
-    inverse[placed] = torch.arange(len(placed), device=device)
-    return WordAttention(torch.cat(pooled)[inverse], alignment)
+        pooled[blocks, :, :used, :used] = to_units.view(-1, used, n_maps, used).transpose(1, 2)  # one copy, in place
+    return WordAttention(pooled, alignment)
 
 
 def stack_windows(arrays: List[torch.Tensor]) -> torch.Tensor:
