@@ -249,3 +249,75 @@ def probe_block(results: Results) -> str:
         "",
     ]
     return "\n".join(lines) + "\n" + note
+
+
+UD_PIPELINE_ROWS = tuple(
+    (f"this pipeline, {reading}", f"EWT 2.16 {split}", f"results/ud_pipeline_{split}_{name}.json")
+    for split in ("dev", "test")
+    for reading, name in (("raw text", "raw_text"), ("gold tokens", "gold_tokens"))
+)
+PUBLISHED_UD_FILE = "results/published/ud_english_ewt.json"
+
+
+def ud_pipeline_block(results: Results) -> str:
+    """The UD pipeline's CoNLL 2018 scores beside published ones, and issue 18's bars (docs/ud_pipeline.md)."""
+    from ..evaluation.ud_eval import METRICS
+
+    rows = [
+        (system, data, {m: 100 * v["f1"] for m, v in result["metrics"].items()})
+        for system, data, path in UD_PIPELINE_ROWS
+        if (result := results.json(path)) is not None
+    ]
+    published = (results.json(PUBLISHED_UD_FILE) or {}).get("rows", [])
+    rows += [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
+    lines = ["| system | data | " + " | ".join(METRICS) + " |", "|---|---|" + "---|" * len(METRICS)]
+    for system, data, scores in rows:
+        cells = [f"{scores[m]:.2f}" if m in scores else "–" for m in METRICS]
+        lines.append(f"| {system} | {data} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n\n" + ud_pipeline_bars(results)
+    cited = {}  # source -> where it was read, each once, in row order
+    for row in published:
+        cited.setdefault(row["source"], []).append(row["read_in"])
+    sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
+    if sources:
+        text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
+    ours = [(path, "parser") for *_, path in UD_PIPELINE_ROWS] + [(path, "parser") for path, _ in UD_BAR_FILES]
+    return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
+
+
+UD_BAR_FILES = (
+    ("results/ud_pipeline_test.json", "the pipeline, EWT test, gold tokens and sentences (spaCy's scorer)"),
+    ("results/pairatt_test.json", "the parser alone at the same budget (`spacy project run compare`)"),
+    ("results/ud_pipeline_dev_docs.json", "the pipeline on EWT dev Docs of 10 sentences, its own sentences"),
+)
+
+
+def ud_pipeline_bars(results: Results) -> str:
+    """Issue 18's bars, each from exact scores, or 'not measured yet' where a file is missing."""
+    pipeline, alone, docs = (results.json(path) for path, _ in UD_BAR_FILES)
+    test_gold = results.json("results/ud_pipeline_test_gold_tokens.json")
+
+    def f1(result, metric):
+        return None if result is None else 100 * result["metrics"][metric]["f1"]
+
+    def score(result, key):
+        return None if result is None else 100 * result["scores"][key]
+
+    las_change = None if pipeline is None or alone is None else score(pipeline, "dep_las") - score(alone, "dep_las")
+    speed = None if pipeline is None or alone is None else pipeline["words_per_second"] / alone["words_per_second"]
+    bars = (
+        ("UPOS, EWT test, gold tokens", f1(test_gold, "UPOS"), 96.0, "{:.2f}"),
+        ("Lemmas, EWT test, gold tokens", f1(test_gold, "Lemmas"), 96.5, "{:.2f}"),
+        ("sentence F, EWT dev Docs of 10 sentences", score(docs, "sents_f"), 85.0, "{:.2f}"),
+        ("parser LAS, EWT test, pipeline minus parser alone", las_change, -0.3, "{:+.2f}"),
+    )
+    lines = ["| bar | at least | measured | |", "|---|---|---|---|"]
+    for name, value, bar, fmt in bars:
+        shown, verdict = (
+            ("–", "not measured yet")
+            if value is None
+            else (fmt.format(value), "met" if value >= bar else "**not met**")
+        )
+        lines.append(f"| {name} | {fmt.format(bar)} | {shown} | {verdict} |")
+    cost = "not measured yet" if speed is None else f"{speed:.2f} times the parser alone's words/s on EWT test"
+    return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\n"

@@ -25,6 +25,7 @@ from .blocks import (
     relations_memory_block,
     segmentation_block,
     tokenizer_block,
+    ud_pipeline_block,
 )
 from .footprint import requirements_block
 from .limits import limits_block
@@ -35,6 +36,7 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "results": compare_block,
     "segmentation": segmentation_block,
     "tokenizer": tokenizer_block,
+    "ud-pipeline": ud_pipeline_block,
     "relations": relations_block,
     "bench": bench_block,
     "relations-memory": relations_memory_block,

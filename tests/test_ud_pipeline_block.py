@@ -1,0 +1,50 @@
+"""docs/ud_pipeline.md's generated block: ud-eval results beside the published figures, and issue 18's bars
+read from the files (met, not met, or not measured yet)."""
+
+import json
+import shutil
+
+from conftest import REPO, UD_DIR
+
+from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
+from spacy_pairatt.release.blocks import PUBLISHED_UD_FILE, ud_pipeline_block
+from spacy_pairatt.release.results import Results
+
+
+def first_sentences(path, n: int) -> str:
+    return "\n\n".join(path.read_text(encoding="utf8").split("\n\n")[:n]) + "\n\n"
+
+
+def bar_row(block: str, name: str) -> str:
+    return next(line for line in block.splitlines() if line.startswith(f"| {name} |"))
+
+
+def test_the_block_reads_ud_eval_results_and_prints_every_published_row(tmp_path):
+    gold_text = first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
+    gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
+    gold.write_text(gold_text, encoding="utf8")
+    lines, changed, words = [], 0, 0
+    for line in gold_text.splitlines():  # every 10th word tagged X: UPOS falls below the 96.0 bar
+        columns = line.split("\t")
+        if len(columns) == 10 and columns[0].isdigit():
+            words += 1
+            if words % 10 == 0 and columns[3] != "X":
+                columns[3], changed = "X", changed + 1
+        lines.append("\t".join(columns))
+    system.write_text("\n".join(lines) + "\n", encoding="utf8")
+    write_results(evaluate_files(gold, system), gold, system, tmp_path / "results/ud_pipeline_test_gold_tokens.json")
+    (tmp_path / PUBLISHED_UD_FILE).parent.mkdir(parents=True)
+    shutil.copy(REPO / PUBLISHED_UD_FILE, tmp_path / PUBLISHED_UD_FILE)
+
+    block = ud_pipeline_block(Results(tmp_path))
+
+    assert f"| UPOS, EWT test, gold tokens | 96.00 | {100 * (words - changed) / words:.2f} | **not met** |" in block
+    assert bar_row(block, "Lemmas, EWT test, gold tokens").endswith("| 100.00 | met |")
+    assert bar_row(block, "sentence F, EWT dev Docs of 10 sentences").endswith("| – | not measured yet |")
+    assert "| this pipeline, gold tokens | EWT 2.16 test | 100.00 |" in block  # Tokens
+    assert "| this pipeline, raw text |" not in block
+    published = json.loads((REPO / PUBLISHED_UD_FILE).read_text(encoding="utf8"))["rows"]
+    for row in published:
+        assert f"| {row['system']}, {row['input']} | {row['data']} |" in block
+        assert row["source"] in block
+    assert "not measured yet: `results/ud_pipeline_dev_raw_text.json`" in block
