@@ -11,11 +11,14 @@ import conllu
 import pytest
 import spacy
 from conftest import REPO, UD_DIR, write_first_sentences
+from spacy import displacy
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
-from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files
+from spacy_pairatt.evaluation.parser_eval import percent
+from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files, write_results
 from spacy_pairatt.parse_files.parsing import parse_file
+from spacy_pairatt.release.packaging import assemble_pipeline
 
 N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests
 
@@ -118,6 +121,35 @@ def test_raw_text_and_gold_tokens_through_parse_and_ud_eval(trained_model, ewt_b
     assert text_scores["Tokens"].f1 > 0.8 and text_scores["Words"].f1 > 0.8
     assert token_scores["Words"].f1 == token_scores["Sentences"].f1 == 1.0
     assert all(0.0 <= score.f1 <= 1.0 for score in text_scores.values())
+
+
+def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(trained_model, ewt_block, tmp_path):
+    """`package-pipeline`'s assemble step: its own senter, the release component, ud-eval scores in meta.json
+    under spaCy's names and in the model card, and tags that displaCy shows."""
+    gold = tmp_path / "gold.conllu"
+    gold.write_text("\n\n".join(ewt_block.read_text(encoding="utf8").split("\n\n")[30:40]).strip("\n") + "\n\n")
+    system = tmp_path / "system.conllu"
+    parse_file(str(trained_model), str(gold), str(system), input_format="conllu", progress=False)
+    scores = evaluate_files(gold, system)
+    ud_scores = tmp_path / "checkout" / "results" / "ud_pipeline_test_gold_tokens.json"
+    write_results(scores, gold, system, ud_scores)
+    shipped = tmp_path / "shipped"
+    assemble_pipeline(
+        str(trained_model), str(shipped), results_root=str(tmp_path / "checkout"), ud_scores=str(ud_scores)
+    )
+
+    nlp = spacy.load(shipped)
+    assert nlp.pipe_names == [*spacy.load(trained_model).pipe_names, "pairatt_release_attention"]
+    performance = nlp.meta["performance"]
+    for metric, key in (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc")):
+        assert performance[key] == pytest.approx(scores[metric].f1)
+    assert "Penn Treebank tags" in nlp.meta["description"] and "lemmas" in nlp.meta["description"]
+    assert "With their own model" not in nlp.meta["description"]  # every component reads the transformer
+    card = (shipped / "README.md").read_text(encoding="utf8")
+    assert f"- EWT test, gold tokens and sentences (CoNLL 2018 metrics, F1): UPOS {percent(scores['UPOS'].f1)}" in card
+    doc = nlp(TEXT)
+    assert len(list(doc.sents)) >= 1 and all(token.pos_ and token.tag_ and token.lemma_ for token in doc)
+    assert f">{doc[1].pos_}</tspan>" in displacy.render(doc, style="dep")
 
 
 def test_the_converted_ewt_corpus_keeps_tags_morphology_and_lemmas():

@@ -26,7 +26,7 @@ def docs_tables(args) -> None:
 def assemble(args) -> None:
     from ..release.packaging import assemble_pipeline
 
-    assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version)
+    assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version, ud_scores=args.ud_scores)
 
 
 def demo(args) -> None:
@@ -54,6 +54,9 @@ def add_commands(commands) -> None:
     assembly.add_argument("--accuracy", help="evaluate --output JSON whose scores go into meta.json")
     assembly.add_argument("--senter", help="pipeline whose senter goes in front (default: the rule-based sentencizer)")
     assembly.add_argument("--version", help="package version for meta.json and the model card README.md")
+    assembly.add_argument(
+        "--ud-scores", help="ud-eval --output JSON (gold tokens) whose UPOS, XPOS, UFeats and Lemmas go into meta.json"
+    )
     assembly.set_defaults(func=assemble)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
     demonstration.add_argument("model")

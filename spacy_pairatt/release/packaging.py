@@ -19,14 +19,34 @@ EXAMPLE_TEXTS = [
     "I didn't think the transformer's heads would know so much about syntax.",
     "Dr. Smith flew from Boston to San Francisco on Tuesday to present the results.",
 ]
+# What each trained component adds, in the words of the model card's description.
+COMPONENT_DESCRIPTIONS = {
+    "senter": "sentence boundaries",
+    "tagger": "Penn Treebank tags (XPOS, Token.tag_)",
+    "morphologizer": "UPOS and morphological features (Token.pos_, Token.morph)",
+    "trainable_lemmatizer": "lemmas (edit trees, Token.lemma_)",
+}
+
+
+def describe_pipeline(nlp) -> str:
+    """The model card's description: what the shipped components annotate, and which read the shared transformer."""
+    listening = set(nlp.get_pipe("transformer").listener_map) if "transformer" in nlp.pipe_names else set()
+    shared = [text for name, text in COMPONENT_DESCRIPTIONS.items() if name in listening]
+    apart = [text for name, text in COMPONENT_DESCRIPTIONS.items() if name in nlp.pipe_names and name not in listening]
+    if "sentencizer" in nlp.pipe_names:
+        apart.append("sentence boundaries by spaCy's rule-based sentencizer")
+    description = (
+        "English pipeline from spacy-pairatt. Read from one shared all-MiniLM-L6-v2 transformer with attention "
+        f"output: {''.join(text + ', ' for text in shared)}the dependency parse (pairatt_parser: a biaffine "
+        "pair scorer over hidden states and the attention weights of every layer and head, MST decoding)."
+    )
+    if apart:
+        description += f" With their own model: {', '.join(apart)}."
+    return description + " Trained on UD English-EWT 2.16 (train split); scores are on its test split."
+
+
 MODEL_CARD = {
     "name": "pairatt",
-    "description": (
-        "English dependency parser from spacy-pairatt: a sentence segmenter, a shared "
-        "all-MiniLM-L6-v2 transformer with attention output, and pairatt_parser (biaffine pair "
-        "scorer over hidden states and the attention weights of every layer and head, MST "
-        "decoding). Trained on UD English-EWT 2.16 (train split); scores are on its test split."
-    ),
     "license": "CC BY-SA 4.0",
     "sources": [
         {
@@ -41,6 +61,10 @@ MODEL_CARD = {
         },
     ],
 }
+
+
+# ud-eval metrics (gold tokens, so F1 is accuracy) under the names spaCy's meta.json and model card use.
+UD_META_SCORES = (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc"))
 
 
 def package_requirements() -> List[str]:
@@ -59,6 +83,7 @@ def assemble_pipeline(
     senter: Optional[str] = None,
     version: Optional[str] = None,
     results_root: str = ".",
+    ud_scores: Optional[str] = None,
 ) -> None:
     """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence, drop the
     attention maps from the Docs after the parser, and add the metadata and model card that `spacy package`
@@ -68,6 +93,8 @@ def assemble_pipeline(
     version: the package version, for meta.json and the model card.
     results_root: the checkout whose results/ the model card's notes (measured figures, limits) are written
     from; spaCy's generated README.md, the model card, ends with them.
+    ud_scores: `ud-eval --output` JSON on gold tokens, whose tag, morphology and lemma scores go into meta.json
+    under spaCy's names (pos_acc, tag_acc, morph_acc, lemma_acc), as spaCy's model card shows them.
     """
     nlp = spacy.load(model)
     if not {"sentencizer", "senter"} & set(nlp.pipe_names):
@@ -78,12 +105,21 @@ def assemble_pipeline(
     if "pairatt_release_attention" not in nlp.pipe_names:
         # Attention is read by the parser only; dropped after it (keep="float16" keeps word-level maps).
         nlp.add_pipe("pairatt_release_attention")
-    nlp.meta.update(MODEL_CARD, notes=model_card_notes(Path(results_root)), requirements=package_requirements())
+    nlp.meta.update(
+        MODEL_CARD,
+        description=describe_pipeline(nlp),
+        notes=model_card_notes(Path(results_root), nlp.pipe_names),
+        requirements=package_requirements(),
+    )
     if version:
         nlp.meta["version"] = version
     if accuracy:
         scores = json.loads(Path(accuracy).read_text(encoding="utf8"))["scores"]
         nlp.meta["performance"] = {key: value for key, value in scores.items() if not isinstance(value, dict)}
+    if ud_scores:
+        metrics = json.loads(Path(ud_scores).read_text(encoding="utf8"))["metrics"]
+        performance = nlp.meta.setdefault("performance", {})
+        performance.update({key: metrics[metric]["f1"] for metric, key in UD_META_SCORES})
     nlp.to_disk(output)
     # `spacy package` generates the same card from meta.json only when its output directory has none, so a
     # rebuild with --force would ship the previous build's card; one in the pipeline directory replaces it.
