@@ -14,8 +14,9 @@ def speed_limit(results: Results) -> str:
     stale = results.made("results/bench_speed.json", "bench").stale_since()
     when = f"; stale: measured before {stale.what}" if stale else ""
     threads = speed["machine"].get("torch_threads", "?")
+    weights = "trained pipelines" if speed.get("weights", "").startswith("trained") else "untrained weights"
     return (
-        f"Speed (results/bench.md, untrained weights, {threads} torch threads{when}): "
+        f"Speed (results/bench.md, {weights}, {threads} torch threads{when}): "
         f"transformer + pairatt_parser ran at {inference['ratio_b_over_a']:.2f} times the transformer's own "
         f"speed (target 0.85); spaCy's transition parser on the same encoder, without attention output, "
         f"ran at {1 / inference['ratio_b_over_c_wordpiece_batched']:.2f} times pairatt's speed with the same "
