@@ -2,19 +2,22 @@
 
 The peak RSS is the kernel's `ru_maxrss` of the finished children, the figure `/usr/bin/time -v`
 prints as "Maximum resident set size": the largest single process of the command's tree, not a
-sum. The command's own output passes through unchanged.
+sum. With --gpu-memory, also the peak GPU memory in use while it runs (nvidia-smi, all processes).
+The command's own output passes through unchanged.
 
     python bench/run_cost.py --output results/train_pairatt_cost.json --log results/train_pairatt.log \
         -- python -m spacy train configs/parser_minilm.cfg --output training/pairatt
 """
 
 import argparse
+import contextlib
 import json
 import os
 import resource
 import shlex
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Optional
@@ -48,18 +51,54 @@ def run(command, log: Optional[Path]) -> int:
         return process.wait()
 
 
+class GPUMemoryPeak:
+    """The GPU's largest used memory (MiB, all processes, as nvidia-smi reports it) while the command
+    runs, polled every `interval` seconds in a thread; `baseline` is the reading before it starts."""
+
+    def __init__(self, interval: float = 0.5):
+        self.interval = interval
+        self.baseline = self.read()
+        self.peak = self.baseline
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    @staticmethod
+    def read() -> int:
+        output = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "--id=0"],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        return int(output.split()[0])
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, self.read())
+
+    def __enter__(self) -> "GPUMemoryPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, help="results JSON to write when the command succeeds")
     parser.add_argument("--seed", type=int, help="the seed the command's result depends on, if any")
     parser.add_argument("--log", help="also write the command's output (stdout and stderr) to this file")
+    parser.add_argument(
+        "--gpu-memory", action="store_true", help="also record the peak GPU memory in use (nvidia-smi, GPU 0)"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given (put it after --)")
     started = time.time()
-    returncode = run(command, Path(args.log) if args.log else None)
+    with GPUMemoryPeak() if args.gpu_memory else contextlib.nullcontext() as gpu:
+        returncode = run(command, Path(args.log) if args.log else None)
     if returncode != 0:
         print(
             f"run_cost: {shlex.join(command)} failed with exit status {returncode}; {args.output} not written",
@@ -73,6 +112,7 @@ def main() -> int:
         "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
         "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 1),
         "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+        **({"gpu_peak_used_mb": gpu.peak, "gpu_used_mb_before": gpu.baseline} if gpu else {}),
         "provenance": provenance(seed=args.seed, started=started, command=shlex.join(command)),
     }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

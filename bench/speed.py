@@ -24,10 +24,11 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List
 
+import spacy
 import torch
 from pipelines import build_pipeline, load_docs, load_or_build, unannotated
 from spacy.training import Example
-from thinc.api import fix_random_seed
+from thinc.api import NumpyOps, fix_random_seed, get_current_ops
 
 import spacy_pairatt.components.parser as parser_module
 from spacy_pairatt.core.decoding import decode_batch
@@ -112,13 +113,6 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
             decoding[0] += time.perf_counter() - start
 
     parser = pairatt.get_pipe("pairatt_parser")
-    component = [0.0]
-    original_pipe = parser.pipe
-
-    def timed_pipe(stream, **kwargs):
-        for doc in original_pipe(stream, **kwargs):
-            yield doc
-
     parser_module.decode_batch = timed_decode
     try:
         fresh = unannotated(docs)
@@ -129,15 +123,14 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
         end = time.perf_counter()
     finally:
         parser_module.decode_batch = decode_batch
-    component[0] = end - middle
-    total = end - start
+    component, total = end - middle, end - start
     return {
         "decoder": parser.decoder,
         "seconds_decoding": round(decoding[0], 3),
-        "seconds_parser_component": round(component[0], 3),
+        "seconds_parser_component": round(component, 3),
         "seconds_pipeline": round(total, 3),
         "share_of_pipeline": round(decoding[0] / total, 4),
-        "share_of_parser_component": round(decoding[0] / component[0], 4),
+        "share_of_parser_component": round(decoding[0] / component, 4),
     }
 
 
@@ -170,6 +163,14 @@ def profile_summary(pairatt, docs, batch_size: int) -> Dict:
     return {"seconds_total": round(total, 3), "seconds_cumulative": parts}
 
 
+def machine_description() -> Dict:
+    """Torch's CPU threads, and the GPU the pipelines run on when spaCy uses one."""
+    description = {"torch_threads": torch.get_num_threads(), "gpu": None}
+    if not isinstance(get_current_ops(), NumpyOps):  # CupyOps after require_gpu
+        description["gpu"] = torch.cuda.get_device_name()
+    return description
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--train", default="corpus/ud_ewt/en_ewt-ud-train.spacy")
@@ -183,8 +184,11 @@ def main() -> None:
     parser.add_argument(
         "--transition-model", help="a trained transition pipeline (default: transition_minilm.cfg initialised)"
     )
+    parser.add_argument("--gpu-id", type=int, default=-1, help="GPU to run on (spaCy's require_gpu; -1: CPU)")
     args = parser.parse_args()
 
+    if args.gpu_id >= 0:
+        spacy.require_gpu(args.gpu_id)
     fix_random_seed(0)
     train = Path(args.train)
     pairatt = load_or_build(args.pairatt_model, "parser_minilm", train)
@@ -195,7 +199,7 @@ def main() -> None:
     tagger = build_pipeline("parser_minilm", train, head="tagger")
     docs = load_docs(Path(args.test), pairatt, args.limit)
     result = {
-        "machine": {"torch_threads": torch.get_num_threads()},
+        "machine": machine_description(),
         "encoder": "all-MiniLM-L6-v2 (configs/parser_minilm.cfg, configs/transition_minilm.cfg)",
         "weights": (
             f"trained: {args.pairatt_model}, {args.transition_model or 'transition initialised'}"
@@ -207,6 +211,8 @@ def main() -> None:
         "decoding": decoding_share(pairatt, docs, args.batch_size),
         "profile": profile_summary(pairatt, docs, args.batch_size),
     }
+    if torch.cuda.is_available() and args.gpu_id >= 0:
+        result["machine"]["gpu_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     result["provenance"] = provenance(seed=0)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")

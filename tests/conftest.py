@@ -20,6 +20,21 @@ UD_DIR = DATA / "ud_english_ewt"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--gpu-id", type=int, default=-1, help="run the tests' pipelines on this GPU (spaCy's require_gpu; -1: CPU)"
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pipeline_device(pytestconfig):
+    """CPU unless --gpu-id names a GPU: then every pipeline the tests build runs on it."""
+    gpu_id = pytestconfig.getoption("--gpu-id")
+    if gpu_id >= 0:
+        spacy.require_gpu(gpu_id)
+    return gpu_id
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory):
     """A 2-layer, 4-head, 32-wide random BERT saved as a local Hugging Face model directory."""

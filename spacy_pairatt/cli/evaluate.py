@@ -8,6 +8,10 @@ from pathlib import Path
 def evaluate(args) -> None:
     from ..evaluation.parser_eval import evaluate_pipeline, write_json
 
+    if args.gpu_id >= 0:
+        import spacy
+
+        spacy.require_gpu(args.gpu_id)
     try:
         result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder)
     except ValueError as error:
@@ -144,6 +148,7 @@ def add_commands(commands) -> None:
     evaluation.add_argument(
         "--decoder", choices=("mst", "greedy"), help="decode every pairatt_parser this way (default: as saved)"
     )
+    evaluation.add_argument("--gpu-id", type=int, default=-1, help="GPU to parse on (-1: CPU)")
     evaluation.set_defaults(func=evaluate)
     tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")
     tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")
