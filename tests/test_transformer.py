@@ -4,6 +4,7 @@ import numpy as np
 import torch
 from conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 from spacy.tokens import Doc
+from thinc.api import Adam
 
 from spacy_pairatt.components.transformer import padded_groups
 
@@ -104,3 +105,54 @@ def test_training_runs_one_pass_per_width_group_with_the_gradients_of_one_pass(
     assert grouped.keys() == single.keys() and grouped
     for name, gradient in grouped.items():
         torch.testing.assert_close(gradient, single[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+LEARN_RATE = 0.001
+STOCK_LISTENER = {
+    "@architectures": "spacy-transformers.TransformerListener.v1",
+    "grad_factor": 1.0,
+    "pooling": {"@layers": "reduce_mean.v1"},
+}
+
+
+def encoder_and_head_after_three_updates(tiny_bert_dir, ud_train_docs, learn_rate_scale):
+    """(encoder weights before, after, head weights before, after) of three nlp.update of transformer + tagger."""
+    nlp = make_transformer_pipeline(tiny_bert_dir)
+    nlp.get_pipe("transformer").learn_rate_scale = learn_rate_scale
+    nlp.add_pipe("tagger", config={"model": {"tok2vec": STOCK_LISTENER}})
+    examples = examples_from_docs(nlp, list(ud_train_docs[:8]))
+    # Adam without weight decay (which moves every weight, gradient or not) or clipping.
+    optimizer = nlp.initialize(lambda: examples, sgd=Adam(LEARN_RATE, L2=0.0, grad_clip=0.0))
+    encoder = nlp.get_pipe("transformer").model.layers[0].shims[0]._model
+    softmax = next(node for node in nlp.get_pipe("tagger").model.walk() if node.name == "softmax")
+    encoder_before = {name: p.detach().clone() for name, p in encoder.named_parameters()}
+    head_before = softmax.get_param("W").copy()
+    for _ in range(3):  # the softmax starts from zeros: the encoder's first nonzero step is in the third update
+        nlp.update(examples, sgd=optimizer, drop=0.0)
+    encoder_after = {name: p.detach().clone() for name, p in encoder.named_parameters()}
+    return encoder_before, encoder_after, head_before, softmax.get_param("W").copy()
+
+
+def largest_step(before, after):
+    return float(abs(after - before).max())
+
+
+def test_learn_rate_scale_scales_the_encoders_updates_and_not_the_heads(tiny_bert_dir, ud_train_docs):
+    """learn_rate_scale 0 keeps the encoder's weights while the head learns; 0.5 moves them half as
+    far as 1 and the head as far.
+
+    Compared by the largest step of each weight matrix: Adam's first step has the same size,
+    learning rate x lr_scale x a constant, for every weight whose gradient is well above eps, while
+    the weights' values differ between runs by rounding noise that Adam magnifies near zero."""
+    frozen = encoder_and_head_after_three_updates(tiny_bert_dir, ud_train_docs, 0.0)
+    half = encoder_and_head_after_three_updates(tiny_bert_dir, ud_train_docs, 0.5)
+    full = encoder_and_head_after_three_updates(tiny_bert_dir, ud_train_docs, 1.0)
+    assert all(torch.equal(frozen[0][key], frozen[1][key]) for key in frozen[0])
+    moved = [key for key in full[0] if largest_step(full[0][key], full[1][key]) > LEARN_RATE / 10]
+    assert len(moved) > len(full[0]) / 2
+    for key in moved:
+        half_step, full_step = largest_step(half[0][key], half[1][key]), largest_step(full[0][key], full[1][key])
+        assert abs(half_step - full_step / 2) <= 1e-3 * full_step, key
+    head_steps = [largest_step(head_before, head_after) for _, _, head_before, head_after in (frozen, half, full)]
+    assert min(head_steps) > LEARN_RATE / 10
+    assert max(head_steps) - min(head_steps) <= 0.05 * max(head_steps)
