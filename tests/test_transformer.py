@@ -152,7 +152,7 @@ def test_learn_rate_scale_scales_the_encoders_updates_and_not_the_heads(tiny_ber
     assert len(moved) > len(full[0]) / 2
     for key in moved:
         half_step, full_step = largest_step(half[0][key], half[1][key]), largest_step(full[0][key], full[1][key])
-        assert abs(half_step - full_step / 2) <= 1e-3 * full_step, key
+        assert abs(half_step - full_step / 2) <= 1e-2 * full_step, key
     head_steps = [largest_step(head_before, head_after) for _, _, head_before, head_after in (frozen, half, full)]
     assert min(head_steps) > LEARN_RATE / 10
     assert max(head_steps) - min(head_steps) <= 0.05 * max(head_steps)
