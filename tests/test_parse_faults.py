@@ -356,6 +356,22 @@ def test_missing_files_and_models_in_other_commands_are_one_line(fast_model, tmp
         (["docred-convert", missing, str(tmp_path / "out")], "docred-convert: error: .*No such file"),
         (["ptb-convert", missing, str(tmp_path / "out")], "ptb-convert: error: no dependency_treebank"),
     ]  # fmt: skip
+    not_json, no_metrics, no_lemmas = (tmp_path / name for name in ("not.json", "scores.json", "partial.json"))
+    not_json.write_text("UPOS 96.1\n", encoding="utf8")
+    no_metrics.write_text(json.dumps({"scores": {"dep_las": 0.85}}), encoding="utf8")
+    no_lemmas.write_text(json.dumps({"metrics": {"UPOS": {"f1": 0.96}}}), encoding="utf8")
+    assemble = ["assemble", fast_model, str(tmp_path / "out")]
+    cases += [
+        ([*assemble, "--ud-scores", missing], "assemble: error: .*missing: No such"),
+        ([*assemble, "--ud-scores", str(not_json)],
+         "assemble: error: .*not.json: not JSON .*ud-eval --output"),
+        ([*assemble, "--ud-scores", str(no_metrics)],
+         "assemble: error: .*scores.json: no \"metrics\" object; expected the output of .*ud-eval --output"),
+        ([*assemble, "--ud-scores", str(no_lemmas)],
+         "assemble: error: .*partial.json: no XPOS, UFeats, Lemmas under \"metrics\""),
+        ([*assemble, "--accuracy", str(no_lemmas)],
+         "assemble: error: .*partial.json: no \"scores\" object; expected the output of .*evaluate --output"),
+    ]  # fmt: skip
     for command in ("fetch-ud", "fetch-ptb", "fetch-semeval", "fetch-docred"):
         cases.append(
             ([command, str(tmp_path / command), "--local", missing], f"the --local folder {missing} does not exist")
@@ -364,6 +380,7 @@ def test_missing_files_and_models_in_other_commands_are_one_line(fast_model, tmp
         with pytest.raises(SystemExit, match=message) as error:
             main(argv)
         assert isinstance(error.value.code, str) and "\n" not in error.value.code, argv
+    assert not (tmp_path / "out").exists()  # nothing written by an assemble that failed
 
 
 def test_reliability_fuzz_sample(fast_model, tmp_path):

@@ -26,7 +26,10 @@ def docs_tables(args) -> None:
 def assemble(args) -> None:
     from ..release.packaging import assemble_pipeline
 
-    assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version, ud_scores=args.ud_scores)
+    try:
+        assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version, ud_scores=args.ud_scores)
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt assemble: error: {error}") from error
 
 
 def demo(args) -> None:

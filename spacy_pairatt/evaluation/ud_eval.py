@@ -275,6 +275,11 @@ def scores_dict(scores: Dict[str, Score]) -> Dict[str, Dict]:
     return {metric: scores[metric].to_dict() for metric in METRICS}
 
 
+def f1_percent(result: Dict, metric: str) -> float:
+    """A metric's F1 in percent from `ud-eval --output` JSON (`scores_dict` under "metrics")."""
+    return 100 * result["metrics"][metric]["f1"]
+
+
 def scores_table(scores: Dict[str, Score]) -> str:
     """A plain-text table: metric, precision, recall, F1 and AlignedAccuracy in percent."""
     lines = [f"{'Metric':<10} {'Precision':>9} {'Recall':>9} {'F1':>9} {'AlignedAcc':>10}"]

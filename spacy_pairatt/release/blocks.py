@@ -138,6 +138,52 @@ def relations_memory_block(results: Results) -> str:
     )
 
 
+# bench-gpu's files: training cost and test scores are pairatt_parser results, the last is bench/speed.py's.
+GPU_FILES = (
+    ("results/gpu/train_pairatt_cost.json", "parser"),
+    ("results/gpu/pairatt_test.json", "parser"),
+    ("results/gpu/bench_speed.json", "bench"),
+)
+
+
+def gpu_block(results: Results) -> str:
+    """`bench-gpu` on a lent GPU (docs/performance.md#on-a-gpu): an 800-step training, its EWT test scores
+    and bench/speed.py. An occasional extra beside the CPU figures, so each part is simply left out
+    (the note says "not measured yet") where its file is missing."""
+    cost, test, speed = (results.json(path) for path, _ in GPU_FILES)
+    parts = []
+    if speed is not None:
+        machine, run = speed["machine"], speed["provenance"]
+        parts.append(
+            f"Device: {machine['gpu'] or 'no GPU'}, {run['cores']} CPU cores; torch {run['versions']['torch']}."
+        )
+    if cost is not None:
+        steps = (test or {}).get("model_config", {}).get("max_steps")  # patience = 0: no early stop
+        per_step = (f"{steps} steps in ", f", {cost['wall_seconds'] / steps:.2f} s/step") if steps else ("", "")
+        parts.append(
+            f"Training (`{cost['command']}`): {per_step[0]}{cost['wall_seconds']:,.0f} s{per_step[1]} (wall "
+            f"time: loading, initialisation and the dev evaluations included); peak RSS {cost['peak_rss_mb']:,.0f} "
+            f"MB; peak GPU memory in use {cost['gpu_peak_used_mb']:,} MiB (nvidia-smi, all processes; "
+            f"{cost['gpu_used_mb_before']:,} MiB before). Its log: `results/gpu/train_pairatt.log`."
+        )
+    if test is not None:
+        parts.append(
+            f"That model on EWT test, one gold sentence per Doc: UAS {percent(test['scores']['dep_uas'])}, LAS "
+            f"{percent(test['scores']['dep_las'])}; a single run (seed {test['model_config']['seed']}) on a GPU, "
+            "compared against nothing."
+        )
+    table = bench_table_module(results)
+    if speed is not None and table is not None:
+        lines = table.speed_lines(speed)  # without its heading and the cProfile stages (docs/performance.md)
+        lines = lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
+        allocated = speed["machine"].get("gpu_peak_allocated_mb")
+        if allocated is not None:
+            lines += ["", f"Peak GPU memory torch allocated over the whole bench: {allocated:,.0f} MiB."]
+        parts.append("\n".join(lines) + f"\n\nBench as run: `{speed['provenance']['command']}`.")
+    text = "\n\n".join(parts) + "\n\n" if parts else ""
+    return text + source_note(results, GPU_FILES, "python -m spacy project run bench-gpu --vars.gpu_id 0")
+
+
 def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List[Tuple[str, str]]:
     """(path, result kind) of the files matching `pattern` in results/`folder` for each folder."""
     return [
@@ -251,20 +297,28 @@ def probe_block(results: Results) -> str:
     return "\n".join(lines) + "\n" + note
 
 
+def ud_pipeline_file(split: str, reading: str) -> str:
+    """`ud-eval --output` of the UD pipeline (evaluate-pipeline) on EWT `split` from `reading`
+    ("raw_text" or "gold_tokens")."""
+    return f"results/ud_pipeline_{split}_{reading}.json"
+
+
 UD_PIPELINE_ROWS = tuple(
-    (f"this pipeline, {reading}", f"EWT 2.16 {split}", f"results/ud_pipeline_{split}_{name}.json")
+    (f"this pipeline, {reading.replace('_', ' ')}", f"EWT 2.16 {split}", ud_pipeline_file(split, reading))
     for split in ("dev", "test")
-    for reading, name in (("raw text", "raw_text"), ("gold tokens", "gold_tokens"))
+    for reading in ("raw_text", "gold_tokens")
 )
+UD_PIPELINE_TEST_SCORES = "results/ud_pipeline_test.json"  # spaCy's scorer, gold tokens and sentences
+UD_PIPELINE_DEV_DOCS = "results/ud_pipeline_dev_docs.json"  # dev Docs of 10 sentences, its own sentences
 PUBLISHED_UD_FILE = "results/published/ud_english_ewt.json"
 
 
 def ud_pipeline_block(results: Results) -> str:
     """The UD pipeline's CoNLL 2018 scores beside published ones, and issue 18's bars (docs/ud_pipeline.md)."""
-    from ..evaluation.ud_eval import METRICS
+    from ..evaluation.ud_eval import METRICS, f1_percent
 
     rows = [
-        (system, data, {m: 100 * v["f1"] for m, v in result["metrics"].items()})
+        (system, data, {metric: f1_percent(result, metric) for metric in result["metrics"]})
         for system, data, path in UD_PIPELINE_ROWS
         if (result := results.json(path)) is not None
     ]
@@ -286,19 +340,21 @@ def ud_pipeline_block(results: Results) -> str:
 
 
 UD_BAR_FILES = (
-    ("results/ud_pipeline_test.json", "the pipeline, EWT test, gold tokens and sentences (spaCy's scorer)"),
+    (UD_PIPELINE_TEST_SCORES, "the pipeline, EWT test, gold tokens and sentences (spaCy's scorer)"),
     ("results/pairatt_test.json", "the parser alone at the same budget (`spacy project run compare`)"),
-    ("results/ud_pipeline_dev_docs.json", "the pipeline on EWT dev Docs of 10 sentences, its own sentences"),
+    (UD_PIPELINE_DEV_DOCS, "the pipeline on EWT dev Docs of 10 sentences, its own sentences"),
 )
 
 
 def ud_pipeline_bars(results: Results) -> str:
     """Issue 18's bars, each from exact scores, or 'not measured yet' where a file is missing."""
+    from ..evaluation.ud_eval import f1_percent
+
     pipeline, alone, docs = (results.json(path) for path, _ in UD_BAR_FILES)
-    test_gold = results.json("results/ud_pipeline_test_gold_tokens.json")
+    test_gold = results.json(ud_pipeline_file("test", "gold_tokens"))
 
     def f1(result, metric):
-        return None if result is None else 100 * result["metrics"][metric]["f1"]
+        return None if result is None else f1_percent(result, metric)
 
     def score(result, key):
         return None if result is None else 100 * result["scores"][key]

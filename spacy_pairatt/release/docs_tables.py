@@ -2,7 +2,7 @@
 
 A generated block is the text between `<!-- NAME:start -->` and `<!-- NAME:end -->` (the markers of
 `evaluation.parser_eval.replace_marked_block`); `BLOCKS` maps each NAME to the function that writes it
-from the results files (blocks.py, limits.py, footprint.py). `python -m spacy_pairatt docs-tables`
+from the results files (blocks.py, curve_blocks.py, limits.py, footprint.py). `python -m spacy_pairatt docs-tables`
 rewrites every block of README.md and docs/*.md; `--check` only names the blocks that differ
 (tests/test_docs_tables.py runs it on the committed files). The shipped model card (model_card.py) is
 written from the same results and the same limits as the docs. Every block ends in a note on where its
@@ -20,6 +20,7 @@ from .blocks import (
     ablation_learning_rate_block,
     bench_block,
     compare_block,
+    gpu_block,
     probe_block,
     relations_block,
     relations_memory_block,
@@ -27,6 +28,7 @@ from .blocks import (
     tokenizer_block,
     ud_pipeline_block,
 )
+from .curve_blocks import attention_curve_block, attention_curve_summary_block
 from .footprint import requirements_block
 from .limits import limits_block
 from .results import Results
@@ -39,11 +41,14 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "ud-pipeline": ud_pipeline_block,
     "relations": relations_block,
     "bench": bench_block,
+    "gpu": gpu_block,
     "relations-memory": relations_memory_block,
     "ablation": ablation_block,
     "ablation-lr": ablation_learning_rate_block,
     "ablation-cost": ablation_cost_block,
     "probe": probe_block,
+    "attention-curve": attention_curve_block,
+    "attention-curve-summary": attention_curve_summary_block,
     "limits": limits_block,
     "requirements": requirements_block,
 }

@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..evaluation.parser_eval import percent
-from .blocks import BENCH_FILES, COMPARE_ROWS, SEGMENTATION_ROWS
+from ..evaluation.ud_eval import f1_percent
+from .blocks import BENCH_FILES, COMPARE_ROWS, SEGMENTATION_ROWS, UD_PIPELINE_DEV_DOCS, ud_pipeline_file
 from .limits import limits_block
 from .results import Results, source_note
 
@@ -41,7 +42,7 @@ def ud_line(result: Optional[Dict], what: str, metrics: Sequence[str]) -> Option
         return None
     return (
         f"- {what} (CoNLL 2018 metrics, F1): "
-        + ", ".join(f"{metric} {percent(result['metrics'][metric]['f1'])}" for metric in metrics)
+        + ", ".join(f"{metric} {f1_percent(result, metric):.1f}" for metric in metrics)
         + "."
     )
 
@@ -50,9 +51,10 @@ def accuracy_lines(results: Results, ud_pipeline: bool) -> Tuple[List[Optional[s
     """The accuracy lines of the shipped pipeline, and their (results file, kind)."""
     if ud_pipeline:
         gold, raw, docs = (
-            "results/ud_pipeline_test_gold_tokens.json", "results/ud_pipeline_test_raw_text.json",
-            "results/ud_pipeline_dev_docs.json",
-        )  # fmt: skip
+            ud_pipeline_file("test", "gold_tokens"),
+            ud_pipeline_file("test", "raw_text"),
+            UD_PIPELINE_DEV_DOCS,
+        )
         lines = [
             ud_line(results.json(gold), "EWT test, gold tokens and sentences", UD_GOLD_TOKEN_METRICS),
             ud_line(results.json(raw), "EWT test from raw text", UD_RAW_TEXT_METRICS),

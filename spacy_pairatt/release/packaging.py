@@ -3,7 +3,7 @@
 import json
 from importlib.metadata import requires
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import spacy
 from packaging.requirements import Requirement
@@ -114,10 +114,15 @@ def assemble_pipeline(
     if version:
         nlp.meta["version"] = version
     if accuracy:
-        scores = json.loads(Path(accuracy).read_text(encoding="utf8"))["scores"]
+        scores = results_field(accuracy, "scores", "python -m spacy_pairatt evaluate --output")
         nlp.meta["performance"] = {key: value for key, value in scores.items() if not isinstance(value, dict)}
     if ud_scores:
-        metrics = json.loads(Path(ud_scores).read_text(encoding="utf8"))["metrics"]
+        metrics = results_field(ud_scores, "metrics", "python -m spacy_pairatt ud-eval --output")
+        missing = [metric for metric, _ in UD_META_SCORES if metric not in metrics]
+        if missing:
+            raise ValueError(
+                f'{ud_scores}: no {", ".join(missing)} under "metrics" (an ud-eval --output file has them)'
+            )
         performance = nlp.meta.setdefault("performance", {})
         performance.update({key: metrics[metric]["f1"] for metric, key in UD_META_SCORES})
     nlp.to_disk(output)
@@ -125,6 +130,18 @@ def assemble_pipeline(
     # rebuild with --force would ship the previous build's card; one in the pipeline directory replaces it.
     (Path(output) / "README.md").write_text(generate_readme(nlp.meta), encoding="utf8")
     print(f"Saved {nlp.pipe_names} to {output}")
+
+
+def results_field(path: str, field: str, made_by: str) -> Dict:
+    """`field` of the results JSON at `path`; a file that is not such JSON is a ValueError naming it and
+    the command that writes the right one (a missing file stays an OSError naming the path)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf8"))
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not JSON ({error}); expected the output of {made_by}") from error
+    if not isinstance(data, dict) or not isinstance(data.get(field), dict):
+        raise ValueError(f'{path}: no "{field}" object; expected the output of {made_by}')
+    return data[field]
 
 
 def parse_examples(model: str, output: Optional[str] = None, texts: Optional[List[str]] = None) -> None:
