@@ -21,6 +21,7 @@ from ..core.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.parser_model import ParseScores
 from .base import PairScoringPipe, default_model, prepare_process
 
+LOSS_REDUCTIONS = ("mean", "sum")
 DEFAULT_MODEL = default_model(
     "spacy-pairatt.PairAttParser.v1",
     """@architectures = "spacy-pairatt.PairScorer.v1"
@@ -39,6 +40,7 @@ dropout = 0.1""",
     default_config={
         "model": DEFAULT_MODEL,
         "decoder": "mst",
+        "loss_reduction": "mean",
         "scorer": {"@scorers": "spacy-pairatt.parser_scorer.v1"},
     },
     default_score_weights={
@@ -53,23 +55,41 @@ dropout = 0.1""",
         "sents_f": 0.0,
     },
 )
-def make_pairatt_parser(nlp: Language, name: str, model: Model, decoder: str, scorer: Optional[Callable]):
+def make_pairatt_parser(
+    nlp: Language, name: str, model: Model, decoder: str, loss_reduction: str, scorer: Optional[Callable]
+):
     """decoder: "mst" (one well-formed tree, exactly one root, non-projective allowed) or
-    "greedy" (each word's best head, as the paper does in training; may not be a tree)."""
+    "greedy" (each word's best head, as the paper does in training; may not be a tree).
+    loss_reduction: "mean" (over the batch's gold words) or "sum", as spaCy's tagger, morphologizer,
+    lemmatizer and senter sum theirs. Alone, the two train alike (Adam steps do not depend on the
+    gradient's scale); on a transformer shared with those components the encoder follows the sum of
+    all their gradients, and a mean makes the parser's about 1/words-per-batch of each of theirs."""
     prepare_process()
-    return PairAttParser(nlp.vocab, model, name, decoder=decoder, scorer=scorer)
+    return PairAttParser(nlp.vocab, model, name, decoder=decoder, loss_reduction=loss_reduction, scorer=scorer)
 
 
 class PairAttParser(PairScoringPipe):
     """Dependency parser scoring word pairs from hidden states and pair-wise attention."""
 
-    def __init__(self, vocab: Vocab, model: Model, name: str = "pairatt_parser", *, decoder: str = "mst", scorer=None):
+    def __init__(
+        self,
+        vocab: Vocab,
+        model: Model,
+        name: str = "pairatt_parser",
+        *,
+        decoder: str = "mst",
+        loss_reduction: str = "mean",
+        scorer=None,
+    ):
         if decoder not in DECODERS:
             raise ValueError(f"pairatt_parser: decoder must be one of {DECODERS}, got {decoder!r}")
+        if loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(f"pairatt_parser: loss_reduction must be one of {LOSS_REDUCTIONS}, got {loss_reduction!r}")
         self.vocab = vocab
         self.model = model
         self.name = name
         self.decoder = decoder
+        self.loss_reduction = loss_reduction
         self.scorer = scorer
         self.cfg: Dict = {"labels": [], "root_labels": [], "dims": {}}
 
@@ -122,7 +142,8 @@ class PairAttParser(PairScoringPipe):
             docs[doc_index].from_array([HEAD, DEP], array)
 
     def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
-        """Loss averaged over all gold words of the batch, and its gradient for each chunk."""
+        """Loss over all gold words of the batch (their mean or sum: loss_reduction), and its gradient
+        for each chunk."""
         examples = list(examples)
         if any(parse.labels_at is not None for parse in parses):
             raise ValueError(
@@ -133,7 +154,7 @@ class PairAttParser(PairScoringPipe):
             validate_gold_parse(example, index, self.labels, source="batch")
         aligned: Dict[int, Tuple] = {}
         golds = [self._gold_arrays(examples, parse, aligned) for parse in parses]
-        n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1)
+        n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1) if self.loss_reduction == "mean" else 1
         losses = [
             parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode, n_words=n_known)
             for parse, (gold_heads, gold_labels) in zip(parses, golds)
