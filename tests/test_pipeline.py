@@ -250,36 +250,58 @@ def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
     assert "<svg" in (tmp_path / "demo.html").read_text()
 
 
+def parser_training_loss(nlp, examples):
+    """pairatt_parser's training loss and per-chunk gradients on `examples`, without dropout."""
+    parser = nlp.get_pipe("pairatt_parser")
+    model = parser.model
+    docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples]))
+    dropouts = [m for m in torch_module(model.get_ref("scorer")).modules() if isinstance(m, nn.Dropout)]
+    rates = [m.p for m in dropouts]
+    listener = model.get_ref("tok2vec")
+    try:
+        for module in dropouts:
+            module.p = 0.0  # training-time scores, without the randomness of dropout
+        # What the transformer's update hands its listeners, from the Docs' inference outputs.
+        listener.receive(listener.get_batch_id(docs), [doc._.trf_data for doc in docs], None)
+        return parser.get_loss(examples, model.begin_update(docs)[0])
+    finally:
+        for module, rate in zip(dropouts, rates):
+            module.p = rate
+
+
 def test_small_chunks_give_the_same_parses_and_loss(trained):
     """Scoring sentences in length chunks bounds memory and changes nothing else."""
     nlp, examples, _ = trained
     model = nlp.get_pipe("pairatt_parser").model
     texts = [eg.reference.text for eg in examples[:12]]
     default = [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)]
-    parser = nlp.get_pipe("pairatt_parser")
-    docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples[:12]]))
-    dropouts = [m for m in torch_module(model.get_ref("scorer")).modules() if isinstance(m, nn.Dropout)]
-    rates = [m.p for m in dropouts]
-    for module in dropouts:
-        module.p = 0.0  # training-time scores, without the randomness of dropout
-
-    listener = model.get_ref("tok2vec")
-
-    def training_loss():
-        # What the transformer's update hands its listeners, from the Docs' inference outputs.
-        listener.receive(listener.get_batch_id(docs), [doc._.trf_data for doc in docs], None)
-        return parser.get_loss(examples[:12], model.begin_update(docs)[0])[0]
-
-    loss_default = training_loss()
+    loss_default = parser_training_loss(nlp, examples[:12])[0]
     model.attrs["max_pairs_per_chunk"] = 1
     try:
-        assert len(model.predict(docs)) == 12
+        assert len(model.predict([eg.predicted for eg in examples[:12]])) == 12
         assert [[(t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts)] == default
-        assert training_loss() == pytest.approx(loss_default, rel=1e-5)
+        assert parser_training_loss(nlp, examples[:12])[0] == pytest.approx(loss_default, rel=1e-5)
     finally:
         model.attrs["max_pairs_per_chunk"] = 200_000
-        for module, rate in zip(dropouts, rates):
-            module.p = rate
+
+
+def test_summed_loss_is_the_mean_times_the_gold_words(trained):
+    """loss_reduction "sum" (the UD pipeline's, as spaCy's taggers sum) scales loss and gradients by
+    the batch's gold words and changes nothing else; an unknown reduction is refused by name."""
+    nlp, examples, _ = trained
+    parser = nlp.get_pipe("pairatt_parser")
+    n_words = sum(len(eg.reference) for eg in examples[:6])
+    mean_loss, mean_gradients = parser_training_loss(nlp, examples[:6])
+    parser.loss_reduction = "sum"
+    try:
+        sum_loss, sum_gradients = parser_training_loss(nlp, examples[:6])
+    finally:
+        parser.loss_reduction = "mean"
+    assert sum_loss == pytest.approx(mean_loss * n_words, rel=1e-5)
+    for mean_chunk, sum_chunk in zip(mean_gradients, sum_gradients, strict=True):
+        np.testing.assert_allclose(sum_chunk, mean_chunk * n_words, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="loss_reduction must be one of .*'sum'.*got 'total'"):
+        type(parser)(nlp.vocab, parser.model, loss_reduction="total")
 
 
 def test_loss_of_inference_scores_is_refused(trained):
