@@ -124,7 +124,7 @@ def test_raw_text_and_gold_tokens_through_parse_and_ud_eval(trained_model, ewt_b
 
 
 def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(trained_model, ewt_block, tmp_path):
-    """`package-pipeline`'s assemble step: its own senter, the release component, ud-eval scores in meta.json
+    """`package`'s assemble step: its own senter, the release component, ud-eval scores in meta.json
     under spaCy's names and in the model card, and tags that displaCy shows."""
     gold = tmp_path / "gold.conllu"
     gold.write_text("\n\n".join(ewt_block.read_text(encoding="utf8").split("\n\n")[30:40]).strip("\n") + "\n\n")
