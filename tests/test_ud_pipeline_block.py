@@ -48,3 +48,18 @@ def test_the_block_reads_ud_eval_results_and_prints_every_published_row(tmp_path
         assert f"| {row['system']}, {row['input']} | {row['data']} |" in block
         assert row["source"] in block
     assert "not measured yet: `results/ud_pipeline_dev_raw_text.json`" in block
+    assert "Training, 800 steps on the CPU: not measured yet." in block
+
+
+def test_the_bars_give_both_trainings_cost_from_their_files(tmp_path):
+    """run_cost's files of the pipeline's and the parser alone's training, side by side."""
+    costs = {"train_ud_pipeline_cost.json": (5400.0, 2900.4), "train_pairatt_cost.json": (3316.0, 2297.2)}
+    (tmp_path / "results").mkdir()
+    for name, (wall, rss) in costs.items():
+        (tmp_path / "results" / name).write_text(json.dumps({"wall_seconds": wall, "peak_rss_mb": rss}))
+    block = ud_pipeline_block(Results(tmp_path))
+    (pipeline_wall, pipeline_rss), (alone_wall, alone_rss) = costs.values()
+    assert (
+        f"Training, 800 steps on the CPU: the pipeline {pipeline_wall / 60:.0f} min, peak RSS {pipeline_rss:,.0f} MB; "
+        f"the parser alone {alone_wall / 60:.0f} min, peak RSS {alone_rss:,.0f} MB."
+    ) in block

@@ -336,6 +336,7 @@ def ud_pipeline_block(results: Results) -> str:
     if sources:
         text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
     ours = [(path, "parser") for *_, path in UD_PIPELINE_ROWS] + [(path, "parser") for path, _ in UD_BAR_FILES]
+    ours += [(path, "parser") for path in UD_TRAINING_COST_FILES]
     return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
 
 
@@ -375,5 +376,21 @@ def ud_pipeline_bars(results: Results) -> str:
             else (fmt.format(value), "met" if value >= bar else "**not met**")
         )
         lines.append(f"| {name} | {fmt.format(bar)} | {shown} | {verdict} |")
-    cost = "not measured yet" if speed is None else f"{speed:.2f} times the parser alone's words/s on EWT test"
-    return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\n"
+    cost = (
+        "not measured yet"
+        if speed is None
+        else f"{speed:.2f} times the parser alone's words/s on EWT test (`evaluate`, two separate runs)"
+    )
+    trainings = [results.json(path) for path in UD_TRAINING_COST_FILES]
+    training = (
+        "not measured yet"
+        if None in trainings
+        else "; ".join(
+            f"{what} {run['wall_seconds'] / 60:.0f} min, peak RSS {run['peak_rss_mb']:,.0f} MB"
+            for what, run in zip(("the pipeline", "the parser alone"), trainings)
+        )
+    )
+    return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\nTraining, 800 steps on the CPU: {training}.\n"
+
+
+UD_TRAINING_COST_FILES = ("results/train_ud_pipeline_cost.json", "results/train_pairatt_cost.json")
