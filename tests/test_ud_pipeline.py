@@ -181,3 +181,19 @@ def test_pipeline_config_budget_matches_the_parser_alone():
     assert rates[1] * scale == pytest.approx(rates[0])
     assert pipeline["training"]["annotating_components"] == ["transformer", "senter"]
     assert Path(pipeline["paths"]["train"]).parent.name == "ud_ewt_docs"
+
+
+def test_evaluate_without_components_times_the_parser_on_the_same_weights(trained_model):
+    """evaluate --without: the pipeline's parser alone (the speed cost of the other heads), the same
+    parses; a component the pipeline lacks is refused by name."""
+    from spacy_pairatt.evaluation.parser_eval import evaluate_pipeline
+
+    dev = trained_model.parent.parent / "dev.spacy"
+    heads = ["senter", "tagger", "morphologizer", "trainable_lemmatizer"]
+    whole = evaluate_pipeline(str(trained_model), str(dev), "gold")
+    parser_only = evaluate_pipeline(str(trained_model), str(dev), "gold", without=heads)
+    assert whole["pipeline"] == ["transformer", *heads, "pairatt_parser"]
+    assert parser_only["pipeline"] == ["transformer", "pairatt_parser"]
+    assert parser_only["scores"]["dep_las"] == whole["scores"]["dep_las"]
+    with pytest.raises(ValueError, match="no component 'parser' to leave out"):
+        evaluate_pipeline(str(trained_model), str(dev), "gold", without=["parser"])

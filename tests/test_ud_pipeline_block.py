@@ -7,8 +7,8 @@ import shutil
 from conftest import REPO, UD_DIR
 
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
-from spacy_pairatt.release.blocks import PUBLISHED_UD_FILE, ud_pipeline_block
 from spacy_pairatt.release.results import Results
+from spacy_pairatt.release.ud_blocks import PUBLISHED_UD_FILE, ud_pipeline_block
 
 
 def first_sentences(path, n: int) -> str:

@@ -13,7 +13,7 @@ def evaluate(args) -> None:
 
         spacy.require_gpu(args.gpu_id)
     try:
-        result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder)
+        result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder, without=args.without)
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt evaluate: error: {error}") from error
     write_json(result, args.output)
@@ -149,6 +149,9 @@ def add_commands(commands) -> None:
         "--decoder", choices=("mst", "greedy"), help="decode every pairatt_parser this way (default: as saved)"
     )
     evaluation.add_argument("--gpu-id", type=int, default=-1, help="GPU to parse on (-1: CPU)")
+    evaluation.add_argument(
+        "--without", nargs="+", default=[], metavar="NAME", help="components to remove before parsing (timing)"
+    )
     evaluation.set_defaults(func=evaluate)
     tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")
     tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")

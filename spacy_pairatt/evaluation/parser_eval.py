@@ -6,7 +6,7 @@ Used for pairatt_parser and for spaCy's transition parser alike, so their figure
 import json
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import spacy
 from spacy.training import Corpus, Example
@@ -20,7 +20,7 @@ SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline wit
 
 def evaluate_pipeline(
     model: str, data: str, sentences: str = "pipeline", batch_size: int = 64, decoder: Optional[str] = None,
-    per_document: bool = False,
+    per_document: bool = False, without: Sequence[str] = (),
 ) -> Dict:  # fmt: skip
     """Parse the corpus's texts with `model` and score them against it.
 
@@ -30,11 +30,20 @@ def evaluate_pipeline(
     pipeline saved there in front. decoder ("mst" or "greedy") replaces the saved decoder of every
     pairatt_parser, so one trained model is scored with and without MST. per_document adds each
     document's arc counts (`arc_counts`), which paired bootstrap tests between two models need.
+    without: components removed before parsing, to time a pipeline with and without them on the same
+    weights and machine (the UD pipeline's cost over its parser).
     """
     started = time.time()
     if not Path(data).exists():
         raise ValueError(f"there is no corpus at {data}")
     nlp = spacy.load(model)
+    unknown = [name for name in without if name not in nlp.pipe_names]
+    if unknown:
+        raise ValueError(
+            f"no component {', '.join(map(repr, unknown))} to leave out; the pipeline has {nlp.pipe_names}"
+        )
+    for name in without:
+        nlp.remove_pipe(name)
     if decoder is not None:
         set_decoder(nlp, decoder)
     if sentences == "sentencizer":

@@ -26,12 +26,12 @@ from .blocks import (
     relations_memory_block,
     segmentation_block,
     tokenizer_block,
-    ud_pipeline_block,
 )
 from .curve_blocks import attention_curve_block, attention_curve_summary_block
 from .footprint import requirements_block
 from .limits import limits_block
 from .results import Results
+from .ud_blocks import ud_pipeline_block
 
 DOC_FILES = ("README.md", "docs/*.md")
 BLOCKS: Dict[str, Callable[[Results], str]] = {

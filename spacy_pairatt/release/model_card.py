@@ -6,9 +6,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..evaluation.parser_eval import percent
 from ..evaluation.ud_eval import f1_percent
-from .blocks import BENCH_FILES, COMPARE_ROWS, SEGMENTATION_ROWS, UD_PIPELINE_DEV_DOCS, ud_pipeline_file
+from .blocks import BENCH_FILES, COMPARE_ROWS, SEGMENTATION_ROWS
 from .limits import limits_block
 from .results import Results, source_note
+from .ud_blocks import UD_PIPELINE_DEV_DOCS, ud_pipeline_file
 
 MODEL_CARD_INTRO = """### Training data and licence
 

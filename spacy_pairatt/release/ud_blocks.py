@@ -1,0 +1,113 @@
+"""The UD pipeline's generated block (docs/ud_pipeline.md, issue 18): its CoNLL 2018 scores beside
+published ones, the issue's bars, its speed over its own parser and its training cost; the result paths
+the model card reads too."""
+
+from .results import Results, source_note
+
+
+def ud_pipeline_file(split: str, reading: str) -> str:
+    """`ud-eval --output` of the UD pipeline (evaluate-pipeline) on EWT `split` from `reading`
+    ("raw_text" or "gold_tokens")."""
+    return f"results/ud_pipeline_{split}_{reading}.json"
+
+
+UD_PIPELINE_ROWS = tuple(
+    (f"this pipeline, {reading.replace('_', ' ')}", f"EWT 2.16 {split}", ud_pipeline_file(split, reading))
+    for split in ("dev", "test")
+    for reading in ("raw_text", "gold_tokens")
+)
+UD_PIPELINE_TEST_SCORES = "results/ud_pipeline_test.json"  # spaCy's scorer, gold tokens and sentences
+UD_PIPELINE_DEV_DOCS = "results/ud_pipeline_dev_docs.json"  # dev Docs of 10 sentences, its own sentences
+PUBLISHED_UD_FILE = "results/published/ud_english_ewt.json"
+
+
+def ud_pipeline_block(results: Results) -> str:
+    """The UD pipeline's CoNLL 2018 scores beside published ones, and issue 18's bars (docs/ud_pipeline.md)."""
+    from ..evaluation.ud_eval import METRICS, f1_percent
+
+    rows = [
+        (system, data, {metric: f1_percent(result, metric) for metric in result["metrics"]})
+        for system, data, path in UD_PIPELINE_ROWS
+        if (result := results.json(path)) is not None
+    ]
+    published = (results.json(PUBLISHED_UD_FILE) or {}).get("rows", [])
+    rows += [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
+    lines = ["| system | data | " + " | ".join(METRICS) + " |", "|---|---|" + "---|" * len(METRICS)]
+    for system, data, scores in rows:
+        cells = [f"{scores[m]:.2f}" if m in scores else "–" for m in METRICS]
+        lines.append(f"| {system} | {data} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n\n" + ud_pipeline_bars(results)
+    cited = {}  # source -> where it was read, each once, in row order
+    for row in published:
+        cited.setdefault(row["source"], []).append(row["read_in"])
+    sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
+    if sources:
+        text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
+    ours = [(path, "parser") for *_, path in UD_PIPELINE_ROWS] + [(path, "parser") for path, _ in UD_BAR_FILES]
+    ours += [(path, "parser") for path in UD_TRAINING_COST_FILES]
+    return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
+
+
+UD_BAR_FILES = (
+    (UD_PIPELINE_TEST_SCORES, "the pipeline, EWT test, gold tokens and sentences (spaCy's scorer)"),
+    ("results/pairatt_test.json", "the parser alone at the same budget (`spacy project run compare`)"),
+    (UD_PIPELINE_DEV_DOCS, "the pipeline on EWT dev Docs of 10 sentences, its own sentences"),
+    ("results/ud_pipeline_test_parser_only.json", "the same weights without senter, tagger, morphologizer, lemmatizer"),
+)
+
+
+def ud_pipeline_bars(results: Results) -> str:
+    """Issue 18's bars, each from exact scores, or 'not measured yet' where a file is missing."""
+    from ..evaluation.ud_eval import f1_percent
+
+    pipeline, alone, docs, parser_only = (results.json(path) for path, _ in UD_BAR_FILES)
+    test_gold = results.json(ud_pipeline_file("test", "gold_tokens"))
+
+    def f1(result, metric):
+        return None if result is None else f1_percent(result, metric)
+
+    def score(result, key):
+        return None if result is None else 100 * result["scores"][key]
+
+    las_change = None if pipeline is None or alone is None else score(pipeline, "dep_las") - score(alone, "dep_las")
+    speed = (
+        None
+        if pipeline is None or parser_only is None
+        else pipeline["words_per_second"] / parser_only["words_per_second"]
+    )
+    bars = (
+        ("UPOS, EWT test, gold tokens", f1(test_gold, "UPOS"), 96.0, "{:.2f}"),
+        ("Lemmas, EWT test, gold tokens", f1(test_gold, "Lemmas"), 96.5, "{:.2f}"),
+        ("sentence F, EWT dev Docs of 10 sentences", score(docs, "sents_f"), 85.0, "{:.2f}"),
+        ("parser LAS, EWT test, pipeline minus parser alone", las_change, -0.3, "{:+.2f}"),
+    )
+    lines = ["| bar | at least | measured | |", "|---|---|---|---|"]
+    for name, value, bar, fmt in bars:
+        shown, verdict = (
+            ("–", "not measured yet")
+            if value is None
+            else (fmt.format(value), "met" if value >= bar else "**not met**")
+        )
+        lines.append(f"| {name} | {fmt.format(bar)} | {shown} | {verdict} |")
+    cost = (
+        "not measured yet"
+        if speed is None
+        else (
+            f"{speed:.2f} times the words/s of its transformer and parser alone (`evaluate --without`, the same "
+            f"weights, one run each: {pipeline['words_per_second']:,.0f} against "
+            f"{parser_only['words_per_second']:,.0f} on EWT test)"
+        )
+    )
+    trainings = [results.json(path) for path in UD_TRAINING_COST_FILES]
+    training = (
+        "not measured yet"
+        if None in trainings
+        else "; ".join(
+            f"{what} {run['wall_seconds'] / 60:.0f} min, peak RSS {run['peak_rss_mb']:,.0f} MB"
+            for what, run in zip(("the pipeline", "the parser alone"), trainings)
+        )
+    )
+    return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\nTraining, 800 steps on the CPU: {training}.\n"
+
+
+UD_TRAINING_COST_FILES = ("results/train_ud_pipeline_cost.json", "results/train_pairatt_cost.json")
