@@ -55,13 +55,17 @@ def test_the_readme_keeps_the_install_and_test_commands_ci_runs():
 
 
 def test_the_model_card_names_each_limit_the_docs_state():
+    """The docs state en_pairatt's limits (the UD pipeline); en_pairatt_parser's card has its own two."""
     limits = block_text((REPO / "docs" / "parser.md").read_text(encoding="utf8"), "limits")
     stated = [line[2:] for line in limits.splitlines() if line.startswith("- ")]
-    card = model_card_notes(REPO)
+    card = model_card_notes(REPO, ["transformer", "senter", "tagger", "morphologizer", "pairatt_parser"])
     assert len(stated) >= 8
     for limit in stated:
         assert limit in card, limit
     assert block_text((REPO / "README.md").read_text(encoding="utf8"), "limits") == limits
+    parser_card = model_card_notes(REPO, ["senter", "transformer", "pairatt_parser"])
+    assert "Predicts heads and UD dependency labels only" in parser_card and "CNN senter" in parser_card
+    assert sum(limit not in parser_card for limit in stated) == 2
 
 
 def test_the_model_card_gives_the_measured_figures():

@@ -113,11 +113,12 @@ def model_card_notes(results_root: Path = Path("."), pipe_names: Sequence[str] =
     pipe_names: the shipped components; with a tagger, morphologizer or lemmatizer the figures are the
     UD pipeline's, else the parser's."""
     results = Results(results_root)
+    ud_pipeline = bool(UD_COMPONENTS & set(pipe_names))
     parts = [
         MODEL_CARD_INTRO,
         "### Measured\n",
-        "\n".join(measured_lines(results, ud_pipeline=bool(UD_COMPONENTS & set(pipe_names)))),
+        "\n".join(measured_lines(results, ud_pipeline=ud_pipeline)),
         "### Limits\n",
-        limits_block(results),
+        limits_block(results, ud_pipeline),
     ]
     return "\n".join(parts)
