@@ -48,18 +48,27 @@ def test_the_block_reads_ud_eval_results_and_prints_every_published_row(tmp_path
         assert f"| {row['system']}, {row['input']} | {row['data']} |" in block
         assert row["source"] in block
     assert "not measured yet: `results/ud_pipeline_dev_raw_text.json`" in block
-    assert "Training, 800 steps on the CPU: not measured yet." in block
+    assert "Training: not measured yet." in block
 
 
 def test_the_bars_give_both_trainings_cost_from_their_files(tmp_path):
-    """run_cost's files of the pipeline's and the parser alone's training, side by side."""
-    costs = {"train_ud_pipeline_cost.json": (5400.0, 2900.4), "train_pairatt_cost.json": (3316.0, 2297.2)}
+    """run_cost's files of the pipeline's and the parser alone's training side by side, with the steps
+    their evaluations' model_config records."""
+    runs = {
+        ("train_ud_pipeline_cost.json", "ud_pipeline_test.json"): (5400.0, 2900.4, 800, "spacy train a.cfg"),
+        ("train_pairatt_cost.json", "pairatt_test.json"): (3316.0, 2297.2, 600, "spacy train b.cfg"),
+    }
     (tmp_path / "results").mkdir()
-    for name, (wall, rss) in costs.items():
-        (tmp_path / "results" / name).write_text(json.dumps({"wall_seconds": wall, "peak_rss_mb": rss}))
+    for (cost, scores), (wall, rss, steps, command) in runs.items():
+        (tmp_path / "results" / cost).write_text(
+            json.dumps({"wall_seconds": wall, "peak_rss_mb": rss, "command": command})
+        )
+        (tmp_path / "results" / scores).write_text(
+            json.dumps({"scores": {"dep_las": 0.85}, "words_per_second": 900.0, "model_config": {"max_steps": steps}})
+        )
     block = ud_pipeline_block(Results(tmp_path))
-    (pipeline_wall, pipeline_rss), (alone_wall, alone_rss) = costs.values()
+    (p_wall, p_rss, p_steps, p_command), (a_wall, a_rss, a_steps, a_command) = runs.values()
     assert (
-        f"Training, 800 steps on the CPU: the pipeline {pipeline_wall / 60:.0f} min, peak RSS {pipeline_rss:,.0f} MB; "
-        f"the parser alone {alone_wall / 60:.0f} min, peak RSS {alone_rss:,.0f} MB."
+        f"Training: the pipeline {p_steps} steps in {p_wall / 60:.0f} min, peak RSS {p_rss:,.0f} MB (`{p_command}`); "
+        f"the parser alone {a_steps} steps in {a_wall / 60:.0f} min, peak RSS {a_rss:,.0f} MB (`{a_command}`)."
     ) in block

@@ -44,7 +44,7 @@ def ud_pipeline_block(results: Results) -> str:
     if sources:
         text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
     ours = [(path, "parser") for *_, path in UD_PIPELINE_ROWS] + [(path, "parser") for path, _ in UD_BAR_FILES]
-    ours += [(path, "parser") for path in UD_TRAINING_COST_FILES]
+    ours += [(path, "parser") for _, path, _ in UD_TRAINING_COSTS]
     return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
 
 
@@ -98,16 +98,23 @@ def ud_pipeline_bars(results: Results) -> str:
             f"{parser_only['words_per_second']:,.0f} on EWT test)"
         )
     )
-    trainings = [results.json(path) for path in UD_TRAINING_COST_FILES]
-    training = (
-        "not measured yet"
-        if None in trainings
-        else "; ".join(
-            f"{what} {run['wall_seconds'] / 60:.0f} min, peak RSS {run['peak_rss_mb']:,.0f} MB"
-            for what, run in zip(("the pipeline", "the parser alone"), trainings)
-        )
+    return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\nTraining: {training_cost(results)}.\n"
+
+
+# Each training's run_cost file, and the evaluation whose model_config gives its steps.
+UD_TRAINING_COSTS = (
+    ("the pipeline", "results/train_ud_pipeline_cost.json", UD_PIPELINE_TEST_SCORES),
+    ("the parser alone", "results/train_pairatt_cost.json", "results/pairatt_test.json"),
+)
+
+
+def training_cost(results: Results) -> str:
+    """Steps, wall time and peak RSS of the pipeline's training beside the parser alone's."""
+    runs = [(what, results.json(cost), results.json(scores)) for what, cost, scores in UD_TRAINING_COSTS]
+    if any(cost is None or scores is None for _, cost, scores in runs):
+        return "not measured yet"
+    return "; ".join(
+        f"{what} {scores['model_config']['max_steps']} steps in {cost['wall_seconds'] / 60:.0f} min, "
+        f"peak RSS {cost['peak_rss_mb']:,.0f} MB (`{cost['command']}`)"
+        for what, cost, scores in runs
     )
-    return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\nTraining, 800 steps on the CPU: {training}.\n"
-
-
-UD_TRAINING_COST_FILES = ("results/train_ud_pipeline_cost.json", "results/train_pairatt_cost.json")
