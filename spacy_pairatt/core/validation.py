@@ -144,6 +144,9 @@ SETTING_RULES = {
     "label_width": _integer_at_least(1),
     "hidden_width": _integer_at_least(1),
     "max_pairs_per_chunk": _integer_at_least(1),
+    "surface_width": _integer_at_least(1),
+    "width": _integer_at_least(1),
+    "window_size": _integer_at_least(0),
     "max_pairs_per_doc": _integer_at_least(2),  # two entities are two ordered pairs
     "dropout": ("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1),
     "grad_factor": ("a number >= 0 (0 freezes the transformer for this component)", lambda v: _is_number(v) and v >= 0),

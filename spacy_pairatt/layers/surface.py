@@ -1,0 +1,73 @@
+"""Token vectors for the tagging heads: the transformer's states beside the token's own spelling.
+
+all-MiniLM-L6-v2 is uncased: "The" and "the", "This" and "this" reach it as the same wordpieces.
+Lemmas ("The" -> "the", but "Air" stays "Air" as a proper noun) and sentence starts (a capital
+after a line with no full stop) depend on exactly what it cannot see. So the tagging heads of the UD
+pipeline read hashed surface features of each token's text (its shape, first and last letters),
+concatenated with the listener's vectors and mixed by a maxout layer, optionally over a window
+of neighbouring tokens.
+"""
+
+from typing import List, Sequence
+
+from spacy.ml.models.tok2vec import MaxoutWindowEncoder, MultiHashEmbed
+from spacy.tokens import Doc
+from thinc.api import Maxout, Model, chain, concatenate, with_array
+from thinc.types import Floats2d
+
+from ..core.validation import check_settings
+
+
+def build_surface_tok2vec(
+    tok2vec: Model[List[Doc], List[Floats2d]],
+    surface_width: int = 64,
+    attrs: Sequence[str] = ("NORM", "PREFIX", "SUFFIX", "SHAPE"),
+    rows: Sequence[int] = (5000, 1000, 2500, 1000),
+    width: int = 256,
+    window_size: int = 1,
+) -> Model[List[Doc], List[Floats2d]]:
+    """Registered as `spacy-pairatt.SurfaceTok2Vec.v1`.
+
+    tok2vec: the listener (contextual vectors); surface_width: the hashed embedding of `attrs`
+    (spaCy token attributes; case survives in PREFIX, SUFFIX and SHAPE), one table of `rows[i]`
+    rows per attribute; width: the maxout layer over both; window_size: tokens on each side a
+    second maxout layer sees (0: none), so a sentence start can read the token before it.
+    """
+    check_settings("spacy-pairatt.SurfaceTok2Vec.v1", surface_width=surface_width, width=width, window_size=window_size)
+    if len(attrs) != len(rows):
+        raise ValueError(
+            f"spacy-pairatt.SurfaceTok2Vec.v1: attrs {list(attrs)} and rows {list(rows)} must have one "
+            "table size per attribute"
+        )
+    surface = MultiHashEmbed(width=surface_width, attrs=list(attrs), rows=list(rows), include_static_vectors=False)
+    model = chain(
+        concatenate(handing_on_no_input_gradient(tok2vec), surface), with_array(Maxout(width, nP=3, normalize=True))
+    )
+    if window_size:
+        model = chain(model, MaxoutWindowEncoder(width=width, window_size=window_size, maxout_pieces=3, depth=1))
+    return model
+
+
+def handing_on_no_input_gradient(layer: Model[List[Doc], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
+    """`layer`, whose backprop returns [] for the Docs.
+
+    thinc's `concatenate` adds up its layers' input gradients; spacy-transformers' listener returns
+    None for them (its gradient reaches the transformer through a callback), which cannot be added
+    to the hash embedding's [].
+    """
+
+    def forward(model: Model, docs: List[Doc], is_train: bool):
+        outputs, backprop = layer(docs, is_train)
+
+        def backprop_to_nothing(d_outputs: List[Floats2d]) -> List:
+            backprop(d_outputs)
+            return []
+
+        return outputs, backprop_to_nothing
+
+    return Model(
+        f"no_input_gradient({layer.name})",
+        forward,
+        layers=[layer],
+        init=lambda model, X=None, Y=None: layer.initialize(X=X, Y=Y),
+    )

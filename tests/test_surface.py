@@ -1,0 +1,56 @@
+"""spacy-pairatt.SurfaceTok2Vec.v1: what an uncased encoder cannot see reaches the tagging heads."""
+
+import numpy as np
+import pytest
+import spacy
+from thinc.api import Model
+
+from spacy_pairatt.layers.surface import build_surface_tok2vec
+
+
+def same_vector_for_every_token(width: int = 8) -> Model:
+    """A stand-in for an uncased encoder's listener: one vector for every token, cased or not."""
+
+    def forward(model, docs, is_train):
+        outputs = [model.ops.alloc2f(len(doc), width) + 1.0 for doc in docs]
+        return outputs, lambda d_outputs: []
+
+    return Model("same_vector", forward)
+
+
+def vectors(model: Model, nlp, texts):
+    docs = [nlp.make_doc(text) for text in texts]
+    return [np.asarray(vecs) for vecs in model.predict(docs)]
+
+
+@pytest.fixture
+def nlp():
+    return spacy.blank("en")
+
+
+def test_capitalised_and_lower_case_tokens_get_different_vectors(nlp):
+    model = build_surface_tok2vec(same_vector_for_every_token(), surface_width=16, width=12, window_size=0)
+    docs = [nlp.make_doc(text) for text in ("The dog", "the dog")]
+    model.initialize(X=docs)
+    cased, lower = vectors(model, nlp, ["The dog", "the dog"])
+    assert cased.shape == (2, 12)
+    assert not np.allclose(cased[0], lower[0])
+    np.testing.assert_allclose(cased[1], lower[1], rtol=1e-6)
+
+
+def test_a_window_lets_a_token_see_its_neighbours_spelling(nlp):
+    texts = ["end . Next", "end , Next"]
+    for window_size, changes in ((0, False), (1, True)):
+        model = build_surface_tok2vec(
+            same_vector_for_every_token(), surface_width=16, width=12, window_size=window_size
+        )
+        model.initialize(X=[nlp.make_doc(text) for text in texts])
+        full_stop, comma = vectors(model, nlp, texts)
+        assert (not np.allclose(full_stop[2], comma[2])) == changes, window_size
+
+
+def test_each_attribute_needs_one_table_size(nlp):
+    with pytest.raises(ValueError, match="one table size per attribute"):
+        build_surface_tok2vec(same_vector_for_every_token(), attrs=["NORM", "SHAPE"], rows=[1000])
+    with pytest.raises(ValueError, match="window_size must be an integer >= 0"):
+        build_surface_tok2vec(same_vector_for_every_token(), window_size=-1)
