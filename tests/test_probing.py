@@ -162,7 +162,8 @@ def test_tiny_probe_end_to_end(tiny_bert_dir, ewt_docs, tmp_path):
     assert data["train"]["gold_pairs"] == data["train"]["words"]
     assert data["eval"]["gold_pairs"] == data["eval"]["words"]
     markdown = probe_markdown(result, "python -m spacy_pairatt probe ...", "probe_importance.png")
-    written = write_probe_report(result, tmp_path / "probe.json", tmp_path / "probe.md", "python -m spacy_pairatt probe")
+    command = "python -m spacy_pairatt probe"
+    written = write_probe_report(result, tmp_path / "probe.json", tmp_path / "probe.md", command)
     recorded = json.loads((tmp_path / "probe.json").read_text())["provenance"]
     assert recorded["seed"] == 0 and recorded["command"] == "python -m spacy_pairatt probe"
     assert recorded["versions"]["lightgbm"] and written.startswith("#")

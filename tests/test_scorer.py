@@ -170,7 +170,8 @@ def test_inference_arcs_and_labels_on_chosen_arcs_equal_the_full_scores():
     for parameter in module.parameters():
         torch.nn.init.normal_(parameter)
     batch, n_units = 3, 7
-    hidden, attention = torch.randn(batch, n_units, 16), WordAttention.from_dense(torch.rand(batch, 6, n_units, n_units))
+    hidden = torch.randn(batch, n_units, 16)
+    attention = WordAttention.from_dense(torch.rand(batch, 6, n_units, n_units))
     missing = (torch.rand(batch, n_units) > 0.7).float()
     unshared = (torch.rand(batch, n_units, n_units) > 0.7).float()
     heads = torch.randint(0, n_units, (batch, n_units))

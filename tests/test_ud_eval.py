@@ -358,7 +358,11 @@ def test_cli_prints_the_table_writes_json_and_fails_in_one_line(tmp_path, capsys
     import json
 
     saved = json.loads((tmp_path / "out" / "scores.json").read_text())
-    assert saved["metrics"]["UAS"]["f1"] == 0.75 and "provenance" in saved
+    assert saved["metrics"]["UAS"]["f1"] == 0.75 and "provenance" in saved and "errors" not in saved
+    main(["ud-eval", str(gold), str(system), "--errors", "5", "--output", str(tmp_path / "out" / "errors.json")])
+    assert "Wrong lemmas: 0 (case 0, form_kept 0, other 0)" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "out" / "errors.json").read_text())
+    assert saved["errors"]["sentence_boundaries"]["missed"]["count"] == 0
     with pytest.raises(SystemExit, match=r"^python -m spacy_pairatt ud-eval: error: .*missing.conllu: No such file"):
         main(["ud-eval", str(gold), str(tmp_path / "missing.conllu")])
     system.write_text("1\tx\n", encoding="utf8")
@@ -625,3 +629,47 @@ def test_load_conllu_reads_a_path_with_or_without_a_byte_order_mark(tmp_path):
     path.write_bytes(b"1\tcaf\xe9\n")
     with pytest.raises(UDEvalError, match="not UTF-8"):
         load_conllu(path)
+
+
+def test_error_analysis_sorts_wrong_lemmas_by_kind():
+    from spacy_pairatt.evaluation.ud_errors import error_analysis
+
+    system = DOG.replace("1 The   the", "1 The   The").replace("2 dog   dog ", "2 dog   dog ")
+    system = system.replace("3 barks bark", "3 barks barks").replace("4 .     .  ", "4 .     x  ")
+    gold_bank, system_bank = (
+        read_conllu(conllu(text).splitlines(True), name) for text, name in ((DOG, "g"), (system, "s"))
+    )
+    lemmas = error_analysis(gold_bank, system_bank)["lemmas"]
+    # The -> "The" (gold "the"): case; barks -> "barks": the form kept; . -> "x": other. dog is right.
+    assert lemmas["scored"] == 4 and lemmas["wrong"] == 3
+    assert lemmas["kinds"] == {"case": 1, "form_kept": 1, "other": 1}
+    assert {(c["form"], c["gold"], c["system"]) for c in lemmas["commonest"]} == {
+        ("The", "the", "The"),
+        ("barks", "bark", "barks"),
+        (".", ".", "x"),
+    }
+
+
+def test_error_analysis_finds_missed_and_false_sentence_boundaries():
+    from spacy_pairatt.evaluation.ud_errors import error_analysis
+
+    he_walked = """
+    1 He     he   PRON  PRP _ 2 nsubj
+    2 walked walk VERB  VBD _ 0 root
+    """
+    home_she_ran = """
+    1 home home ADV   RB  _ 0 root
+    2 .    .    PUNCT .   _ 1 punct
+    3 She  she  PRON  PRP _ 4 nsubj
+    4 ran  run  VERB  VBD _ 1 parataxis
+    5 .    .    PUNCT .   _ 4 punct
+    """
+    gold = read_conllu(conllu(HOME, SHE).splitlines(True), "gold")
+    system = read_conllu(conllu(he_walked, home_she_ran).splitlines(True), "system")
+    bounds = error_analysis(gold, system)["sentence_boundaries"]
+    # One boundary each (the end of the text is not one): gold before "She", system before "home".
+    assert (bounds["gold"], bounds["system"]) == (1, 1)
+    assert bounds["missed"]["count"] == 1 and bounds["missed"]["next_word_capitalised"] == 1
+    assert bounds["missed"]["commonest"] == [{"before": ".", "after": "She", "count": 1}]
+    assert bounds["false"]["count"] == 1 and bounds["false"]["next_word_capitalised"] == 0
+    assert bounds["false"]["commonest"] == [{"before": "walked", "after": "home", "count": 1}]

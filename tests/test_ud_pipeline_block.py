@@ -72,3 +72,33 @@ def test_the_bars_give_both_trainings_cost_from_their_files(tmp_path):
         f"Training: the pipeline {p_steps} steps in {p_wall / 60:.0f} min, peak RSS {p_rss:,.0f} MB (`{p_command}`); "
         f"the parser alone {a_steps} steps in {a_wall / 60:.0f} min, peak RSS {a_rss:,.0f} MB (`{a_command}`)."
     ) in block
+
+
+def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_errors(tmp_path):
+    from spacy_pairatt.evaluation.ud_errors import error_analysis
+    from spacy_pairatt.evaluation.ud_treebank import load_conllu
+    from spacy_pairatt.release.ud_blocks import ud_errors_block
+
+    gold_text = first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
+    gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
+    gold.write_text(gold_text, encoding="utf8")
+    assert "Not measured yet" in ud_errors_block(Results(tmp_path))
+    lines, capitalised = [], 0
+    for line in gold_text.splitlines():  # every capitalised form's lemma becomes the form: a case error
+        columns = line.split("\t")
+        if len(columns) == 10 and columns[0].isdigit() and columns[1][:1].isupper():
+            capitalised += columns[2] != columns[1] and columns[2].lower() == columns[1].lower()
+            columns[2] = columns[1]
+        lines.append("\t".join(columns))
+    system.write_text("\n".join(lines) + "\n", encoding="utf8")
+    gold_bank, system_bank = load_conllu(gold), load_conllu(system)
+    path = tmp_path / "results/ud_pipeline_dev_raw_text.json"
+    write_results(evaluate_files(gold, system), gold, system, path, errors=error_analysis(gold_bank, system_bank))
+
+    block = ud_errors_block(Results(tmp_path))
+
+    errors = json.loads(path.read_text())["errors"]
+    assert capitalised > 5 and errors["lemmas"]["kinds"]["case"] == capitalised
+    assert f"by kind: case {capitalised:,} (" in block
+    assert "| missed | 0 | 0 |" in block and "| false | 0 | 0 |" in block
+    assert "`results/ud_pipeline_dev_raw_text.json`" in block

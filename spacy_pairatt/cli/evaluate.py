@@ -80,16 +80,21 @@ def table(args) -> None:
 
 def ud_eval(args) -> None:
     """CoNLL 2018 shared task scores of a system CoNLL-U file against a gold one (see docs/ud_pipeline.md)."""
-    from ..evaluation.ud_eval import evaluate_files, scores_table, write_results
-    from ..evaluation.ud_treebank import UDEvalError
+    from ..evaluation.ud_errors import error_analysis, errors_summary
+    from ..evaluation.ud_eval import evaluate, scores_table, write_results
+    from ..evaluation.ud_treebank import UDEvalError, load_conllu
 
     try:
-        scores = evaluate_files(args.gold, args.system)
+        gold, system = load_conllu(args.gold), load_conllu(args.system)
+        scores = evaluate(gold, system)
     except UDEvalError as error:
         raise SystemExit(f"python -m spacy_pairatt ud-eval: error: {error}") from error
     print(scores_table(scores))
+    errors = error_analysis(gold, system, top=args.errors) if args.errors else None
+    if errors:
+        print("\n".join(errors_summary(errors)))
     if args.output:
-        write_results(scores, args.gold, args.system, args.output)
+        write_results(scores, args.gold, args.system, args.output, errors=errors)
 
 
 def ud_text(args) -> None:
@@ -166,6 +171,13 @@ def add_commands(commands) -> None:
     scoring.add_argument("gold", help="gold .conllu file")
     scoring.add_argument("system", help="system .conllu file (the same text, spaces aside)")
     scoring.add_argument("--output", help="JSON file for the scores")
+    scoring.add_argument(
+        "--errors",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also count wrong lemmas and sentence boundaries by kind, with the N commonest of each",
+    )
     scoring.set_defaults(func=ud_eval)
     raw_text = commands.add_parser("ud-text", help="raw text of a CoNLL-U file's documents, one a line")
     raw_text.add_argument("conllu", help=".conllu file with # text (and # newdoc) comments")

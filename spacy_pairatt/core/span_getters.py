@@ -82,9 +82,8 @@ class WordpieceBoundedSpans:
         texts = [span.text for spans in nested for span in spans]
         if not texts:
             return nested
-        lengths = np.fromiter(
-            (len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]), dtype="int64", count=len(texts)
-        )
+        encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        lengths = np.fromiter((len(ids) for ids in encoded), dtype="int64", count=len(texts))
         if (lengths <= budget).all():
             return nested
         too_long = iter(lengths > budget)

@@ -329,10 +329,13 @@ def document_texts(lines: Iterable[str]) -> List[str]:
     return [" ".join(" ".join(sentences).split()) for sentences in documents if sentences]
 
 
-def write_results(scores: Dict[str, Score], gold_path, system_path, output) -> None:
+def write_results(scores: Dict[str, Score], gold_path, system_path, output, errors: Optional[Dict] = None) -> None:
+    """The scores as JSON with their provenance; `errors`, where given, is ud_errors.error_analysis's."""
     from ..provenance import provenance
 
     result = {"gold": str(gold_path), "system": str(system_path), "metrics": scores_dict(scores)}
+    if errors is not None:
+        result["errors"] = errors
     result["provenance"] = provenance()
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     Path(output).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf8")

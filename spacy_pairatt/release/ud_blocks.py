@@ -118,3 +118,48 @@ def training_cost(results: Results) -> str:
         f"peak RSS {cost['peak_rss_mb']:,.0f} MB (`{cost['command']}`)"
         for what, cost, scores in runs
     )
+
+
+def ud_errors_block(results: Results, shown: int = 10) -> str:
+    """Where the pipeline's lemmas and sentences go wrong on EWT dev from raw text (`ud-eval --errors`)."""
+    path = ud_pipeline_file("dev", "raw_text")
+    errors = (results.json(path) or {}).get("errors")
+    if errors is None:
+        return f"Not measured yet: `{path}` has no `errors` (`ud-eval --errors`).\n"
+    lemmas, bounds = errors["lemmas"], errors["sentence_boundaries"]
+    kinds = ", ".join(
+        f"{kind.replace('_', ' ')} {count:,} ({100 * count / lemmas['wrong']:.0f}%)"
+        for kind, count in lemmas["kinds"].items()
+    )
+    lines = [
+        f"**Lemmas**: {lemmas['wrong']:,} wrong of {lemmas['scored']:,} aligned words with a gold lemma; "
+        f"by kind: {kinds}. Commonest:",
+        "",
+        "| form | gold lemma | system lemma | gold UPOS | count |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| `{cell(c['form'])}` | `{cell(c['gold'])}` | `{cell(c['system'])}` | {c['upos']} | {c['count']} |"
+        for c in lemmas["commonest"][:shown]
+    ]
+    lines += [
+        "",
+        f"**Sentence boundaries** (the end of the text aside): gold {bounds['gold']:,}, system {bounds['system']:,}.",
+        "",
+        "| boundary | count | next word capitalised | commonest (word before, word after) |",
+        "|---|---|---|---|",
+    ]
+    for kind in ("missed", "false"):
+        found = bounds[kind]
+        pairs = ", ".join(f"`{cell(c['before'])}` `{cell(c['after'])}` ({c['count']})" for c in found["commonest"][:5])
+        lines.append(f"| {kind} | {found['count']:,} | {found['next_word_capitalised']:,} | {pairs} |")
+    return (
+        "\n".join(lines)
+        + "\n\n"
+        + source_note(results, [(path, "parser")], "python -m spacy project run evaluate-pipeline")
+    )
+
+
+def cell(text: str) -> str:
+    """A word in a markdown table cell: its pipes escaped."""
+    return text.replace("|", "\\|")
