@@ -241,3 +241,22 @@ def test_dask_docbin_shards_on_an_existing_cluster(model_dir, text_file, tmp_pat
     nlp = spacy.blank("en")
     docs = [doc for path in shards for doc in DocBin().from_disk(path).get_docs(nlp.vocab)]
     assert "".join(conllu_blocks(doc) for doc in docs) == single
+
+
+def test_another_registered_tokenizer_replaces_the_pipelines(model_dir, tmp_path):
+    """--tokenizer: the pipeline (spaCy's English tokenizer) parses with the UD English one instead, which
+    keeps EWT's `e-mail` whole; a name no registry knows is a one-line error."""
+    text = tmp_path / "hyphen.txt"
+    text.write_text("Send me an e-mail today.\n", encoding="utf8")
+
+    def forms(*options):
+        return [
+            token_text(row)
+            for _, rows in conllu_sentences(parse(model_dir, text, tmp_path / "out.conllu", *options))
+            for row in rows
+        ]
+
+    assert forms()[3:6] == ["e", "-", "mail"]
+    assert forms("--tokenizer", "spacy-pairatt.ud_english_tokenizer.v1")[3:5] == ["e-mail", "today"]
+    with pytest.raises(SystemExit, match="no registered tokenizer 'no.such.tokenizer.v1'"):
+        parse(model_dir, text, tmp_path / "out.conllu", "--tokenizer", "no.such.tokenizer.v1")

@@ -102,3 +102,31 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
     assert f"by kind: case {capitalised:,} (" in block
     assert "| missed | 0 | 0 |" in block and "| false | 0 | 0 |" in block
     assert "`results/ud_pipeline_dev_raw_text.json`" in block
+
+
+def test_the_tokenizer_effect_block_subtracts_spacys_tokenizer_from_the_pipelines(tmp_path):
+    from spacy_pairatt.release.ud_blocks import TOKENIZER_EFFECT_ROWS, tokenizer_effect_block
+
+    gold = tmp_path / "gold.conllu"
+    gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
+    (ours, ours_path), (stock, stock_path) = TOKENIZER_EFFECT_ROWS
+    write_results(evaluate_files(gold, gold), gold, gold, tmp_path / ours_path)
+    assert f"| {stock} | – |" in tokenizer_effect_block(Results(tmp_path))
+    lines = gold.read_text(encoding="utf8").splitlines()
+    relabelled = [  # every relation but the root's becomes `dep`: only LAS and MLAS fall
+        "\t".join(c[:7] + ["dep" if c[7] != "root" else "root"] + c[8:]) if len(c := line.split("\t")) == 10 else line
+        for line in lines
+    ]
+    system = tmp_path / "system.conllu"
+    system.write_text("\n".join(relabelled) + "\n", encoding="utf8")
+    write_results(evaluate_files(gold, system), gold, system, tmp_path / stock_path)
+
+    block = tokenizer_effect_block(Results(tmp_path))
+
+    las = 100 * evaluate_files(gold, system)["LAS"].f1
+    assert las < 90
+    assert f"| {ours} | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 |" in block
+    assert (
+        f"| UD English minus spaCy English | +0.00 | +0.00 | +0.00 | +0.00 | +0.00 | +0.00 | {100 - las:+.2f} |"
+        in block
+    )

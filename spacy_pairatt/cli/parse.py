@@ -38,6 +38,7 @@ def parse(args) -> None:
         "output_format": args.output_format,
         "batch_size": args.batch_size,
         "progress": not args.no_progress,
+        "tokenizer": args.tokenizer,
     }
     try:
         if args.scheduler or args.dask_workers is not None:
@@ -84,6 +85,11 @@ def add_commands(commands) -> None:
         "--n-process", type=process_count, default=1, help="worker processes, -1: one per CPU (default: 1)"
     )
     parsing.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parsing.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="a registered tokenizer to use instead of the pipeline's, e.g. spacy.Tokenizer.v1 (spaCy's own)",
+    )
     dask = parsing.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDRESS", help="parse shards on the Dask cluster at this address")
     dask.add_argument(

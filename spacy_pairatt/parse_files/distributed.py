@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from dask.distributed import Client, LocalCluster, as_completed
 from spacy.language import Language
@@ -23,8 +23,8 @@ from .reading import INPUT_FORMATS, read_documents
 from .writing import progress_bar, write_docs
 
 SHARD_SUFFIXES = {"conllu": ".conllu", "json": ".jsonl", "docbin": ".spacy"}
-# One loaded pipeline per model for each worker process: loading takes seconds, a shard may not.
-PIPELINES: Dict[str, Language] = {}
+# One loaded pipeline per (model, tokenizer) for each worker process: loading takes seconds, a shard may not.
+PIPELINES: Dict[Tuple[str, Optional[str]], Language] = {}
 
 
 @dataclass(frozen=True)
@@ -47,15 +47,22 @@ def plan_shards(input_path: str, input_format: str, shard_size: int) -> Iterator
 
 
 def parse_shard(
-    model: str, input_path: str, output_dir: str, shard: Shard, input_format: str, output_format: str, batch_size: int
+    model: str,
+    input_path: str,
+    output_dir: str,
+    shard: Shard,
+    input_format: str,
+    output_format: str,
+    batch_size: int,
+    tokenizer: Optional[str] = None,
 ) -> str:
     """Run on a worker: parse one shard with the worker's cached pipeline and write its file.
 
     The file is written under a temporary name and renamed when complete: a failed task leaves none.
     """
-    if model not in PIPELINES:
-        PIPELINES[model] = load_pipeline(model)
-    nlp = PIPELINES[model]
+    if (model, tokenizer) not in PIPELINES:
+        PIPELINES[model, tokenizer] = load_pipeline(model, tokenizer)
+    nlp = PIPELINES[model, tokenizer]
     path = Path(output_dir) / f"shard-{shard.index:05d}{SHARD_SUFFIXES[output_format]}"
     with open_input(input_path) as stream:
         stream.seek(shard.offset)
@@ -108,6 +115,7 @@ def parse_shards(
     n_workers: Optional[int] = 2,
     batch_size: int = 64,
     progress: bool = False,
+    tokenizer: Optional[str] = None,
 ) -> List[Path]:
     """Parse `input_path` on Dask workers, `shard_size` documents per task; returns the shard files in input order.
 
@@ -147,7 +155,7 @@ def parse_shards(
         try:
             arguments = (model, input_path, str(output))
             for shard in plan_shards(input_path, input_format, shard_size):
-                task = (*arguments, shard, input_format, output_format, batch_size)
+                task = (*arguments, shard, input_format, output_format, batch_size, tokenizer)
                 futures.append(client.submit(parse_shard, *task, pure=False))
             for future in progress_bar(as_completed(futures), progress, total=len(futures), unit="shard"):
                 future.result()  # a worker's error stops the run as soon as it arrives

@@ -26,14 +26,26 @@ from .workers import parse_in_processes
 from .writing import TEXT_WRITERS, write_docs
 
 
-def load_pipeline(model: str) -> Language:
+def load_pipeline(model: str, tokenizer: Optional[str] = None) -> Language:
     """spacy.load, plus a doc_cleaner at the end; a pipeline that assigns no heads is refused.
 
     The cleaner drops `Doc._.trf_data` (megabytes of attention per Doc) before Docs are sent back
     from worker processes or saved in a DocBin; heads and labels are already written.
+    tokenizer: a registered tokenizer's name (`spacy.Tokenizer.v1`, spaCy's own for the pipeline's
+    language) to use instead of the pipeline's, whose saved rules are then not loaded: to measure
+    what a tokenizer does to the scores from raw text.
     """
+    from catalogue import RegistryError
+
+    swap = (
+        {}
+        if tokenizer is None
+        else {"exclude": ["tokenizer"], "config": {"nlp": {"tokenizer": {"@tokenizers": tokenizer}}}}
+    )
     try:
-        nlp = spacy.load(model)
+        nlp = spacy.load(model, **swap)
+    except RegistryError as error:
+        raise ParseCommandError(f"no registered tokenizer {tokenizer!r}: {one_line(error)}") from error
     except (OSError, ValueError) as error:
         raise ParseCommandError(f"cannot load the pipeline {model!r}: {one_line(error)}") from error
     if not any("token.head" in nlp.get_pipe_meta(name).assigns for name in nlp.pipe_names):
@@ -143,6 +155,7 @@ def parse_file(
     batch_size: int = 64,
     n_process: int = 1,
     progress: bool = True,
+    tokenizer: Optional[str] = None,
 ) -> int:
     """Parse a file (or stdin, `-`) with a pipeline and write CoNLL-U or JSON lines; returns the number of Docs.
 
@@ -156,7 +169,7 @@ def parse_file(
     check_choice("output format", output_format, tuple(TEXT_WRITERS))
     check_counts(batch_size, n_process)
     with open_input(input_path) as stream:
-        nlp = load_pipeline(model)
+        nlp = load_pipeline(model, tokenizer)
         target = OutputTarget(output_path)
         try:
             with target.open() as output:

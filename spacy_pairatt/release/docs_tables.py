@@ -31,7 +31,7 @@ from .curve_blocks import attention_curve_block, attention_curve_summary_block
 from .footprint import requirements_block
 from .limits import limits_block
 from .results import Results
-from .ud_blocks import ud_errors_block, ud_pipeline_block
+from .ud_blocks import tokenizer_effect_block, ud_errors_block, ud_pipeline_block
 
 DOC_FILES = ("README.md", "docs/*.md")
 BLOCKS: Dict[str, Callable[[Results], str]] = {
@@ -40,6 +40,7 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "tokenizer": tokenizer_block,
     "ud-pipeline": ud_pipeline_block,
     "ud-errors": ud_errors_block,
+    "tokenizer-effect": tokenizer_effect_block,
     "relations": relations_block,
     "bench": bench_block,
     "gpu": gpu_block,

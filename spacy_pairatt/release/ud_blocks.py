@@ -163,3 +163,30 @@ def ud_errors_block(results: Results, shown: int = 10) -> str:
 def cell(text: str) -> str:
     """A word in a markdown table cell: its pipes escaped."""
     return text.replace("|", "\\|")
+
+
+TOKENIZER_EFFECT_ROWS = (
+    ("UD English (the pipeline's own)", ud_pipeline_file("dev", "raw_text")),
+    ("spaCy English (`parse --tokenizer spacy.Tokenizer.v1`)", "results/ud_pipeline_dev_raw_text_spacy_tokenizer.json"),
+)
+TOKENIZER_EFFECT_METRICS = ("Tokens", "Words", "Sentences", "UPOS", "Lemmas", "UAS", "LAS", "MLAS")
+
+
+def tokenizer_effect_block(results: Results) -> str:
+    """The trained pipeline on EWT dev raw text with its own tokenizer and with spaCy's: what the rules give."""
+    from ..evaluation.ud_eval import f1_percent
+
+    found = [(name, results.json(path)) for name, path in TOKENIZER_EFFECT_ROWS]
+    lines = [
+        "| tokenizer | " + " | ".join(TOKENIZER_EFFECT_METRICS) + " |",
+        "|---|" + "---|" * len(TOKENIZER_EFFECT_METRICS),
+    ]
+    for name, result in found:
+        cells = ["–" if result is None else f"{f1_percent(result, m):.2f}" for m in TOKENIZER_EFFECT_METRICS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    (_, ours), (_, stock) = found
+    if ours is not None and stock is not None:
+        cells = [f"{f1_percent(ours, m) - f1_percent(stock, m):+.2f}" for m in TOKENIZER_EFFECT_METRICS]
+        lines.append("| UD English minus spaCy English | " + " | ".join(cells) + " |")
+    sources = [(path, "parser") for _, path in TOKENIZER_EFFECT_ROWS]
+    return "\n".join(lines) + "\n\n" + source_note(results, sources, "python -m spacy project run evaluate-pipeline")
