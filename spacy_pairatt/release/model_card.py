@@ -9,7 +9,7 @@ from ..evaluation.ud_eval import f1_percent
 from .blocks import BENCH_FILES, COMPARE_ROWS, SEGMENTATION_ROWS
 from .limits import limits_block
 from .results import Results, source_note
-from .ud_blocks import UD_PIPELINE_DEV_DOCS, ud_pipeline_file
+from .ud_blocks import UD_KIND, UD_PIPELINE_DEV_DOCS, ud_pipeline_file
 
 MODEL_CARD_INTRO = """### Training data and licence
 
@@ -63,7 +63,7 @@ def accuracy_lines(results: Results, ud_pipeline: bool) -> Tuple[List[Optional[s
                 results.json(docs), "EWT dev as raw Docs of 10 sentences, its own sentences", RAW_TEXT_METRICS
             ),
         ]
-        return lines, [(gold, "parser"), (raw, "parser"), (docs, "parser")]
+        return lines, [(gold, UD_KIND), (raw, UD_KIND), (docs, UD_KIND)]
     test, docs = COMPARE_ROWS[2][2], SEGMENTATION_ROWS[1][2]
     lines = [
         accuracy_line(

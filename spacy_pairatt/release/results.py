@@ -20,23 +20,29 @@ class CodeChange:
     affects: FrozenSet[str]
 
 
-# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "transition" (spaCy's
+# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD
+# pipeline of configs/pipeline_minilm.cfg, whose parser is pairatt_parser), "transition" (spaCy's
 # transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval).
 CODE_CHANGES = (
     CodeChange(
         "2026-11-22T17:45:16+00:00", "64036e9", "labels scored on decoded arcs and dropout off at inference",
-        frozenset({"parser"}),
+        frozenset({"parser", "ud_pipeline"}),
     ),
     CodeChange(
-        "2026-11-22T18:37:17+00:00", "359c55e", "the wordpiece-batched `pairatt_transformer`", frozenset({"parser"}),
+        "2026-11-22T18:37:17+00:00", "359c55e", "the wordpiece-batched `pairatt_transformer`",
+        frozenset({"parser", "ud_pipeline"}),
     ),
     CodeChange(
         "2026-11-25T09:49:34+00:00", "52bb9f7", "the batched torch feature path and the compiled MST decoder",
-        frozenset({"parser", "bench", "relations", "probe"}),
+        frozenset({"parser", "ud_pipeline", "bench", "relations", "probe"}),
     ),
     CodeChange(
         "2026-11-25T13:08:53+00:00", "522d06f", "the attention in width buckets and chunks padded at most twofold",
-        frozenset({"parser", "bench"}),
+        frozenset({"parser", "ud_pipeline", "bench"}),
+    ),
+    CodeChange(
+        "2026-11-25T22:50:32+00:00", "3780e18", "the UD pipeline's tagging heads reading spelling (SurfaceTok2Vec)",
+        frozenset({"ud_pipeline"}),
     ),
 )  # fmt: skip
 

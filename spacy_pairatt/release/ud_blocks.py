@@ -19,6 +19,12 @@ UD_PIPELINE_ROWS = tuple(
 UD_PIPELINE_TEST_SCORES = "results/ud_pipeline_test.json"  # spaCy's scorer, gold tokens and sentences
 UD_PIPELINE_DEV_DOCS = "results/ud_pipeline_dev_docs.json"  # dev Docs of 10 sentences, its own sentences
 PUBLISHED_UD_FILE = "results/published/ud_english_ewt.json"
+UD_KIND = "ud_pipeline"  # the kind of result (release/results.py) of the UD pipeline's files
+
+
+def result_kind(path: str) -> str:
+    """UD_KIND for the UD pipeline's own files, "parser" for the parser alone's beside them."""
+    return UD_KIND if "ud_pipeline" in path else "parser"
 
 
 def ud_pipeline_block(results: Results) -> str:
@@ -43,8 +49,10 @@ def ud_pipeline_block(results: Results) -> str:
     sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
     if sources:
         text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
-    ours = [(path, "parser") for *_, path in UD_PIPELINE_ROWS] + [(path, "parser") for path, _ in UD_BAR_FILES]
-    ours += [(path, "parser") for _, path, _ in UD_TRAINING_COSTS]
+    ours = [(path, result_kind(path)) for *_, path in UD_PIPELINE_ROWS] + [
+        (path, result_kind(path)) for path, _ in UD_BAR_FILES
+    ]
+    ours += [(path, result_kind(path)) for _, path, _ in UD_TRAINING_COSTS]
     return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
 
 
@@ -156,7 +164,7 @@ def ud_errors_block(results: Results, shown: int = 10) -> str:
     return (
         "\n".join(lines)
         + "\n\n"
-        + source_note(results, [(path, "parser")], "python -m spacy project run evaluate-pipeline")
+        + source_note(results, [(path, UD_KIND)], "python -m spacy project run evaluate-pipeline")
     )
 
 
@@ -188,5 +196,5 @@ def tokenizer_effect_block(results: Results) -> str:
     if ours is not None and stock is not None:
         cells = [f"{f1_percent(ours, m) - f1_percent(stock, m):+.2f}" for m in TOKENIZER_EFFECT_METRICS]
         lines.append("| UD English minus spaCy English | " + " | ".join(cells) + " |")
-    sources = [(path, "parser") for _, path in TOKENIZER_EFFECT_ROWS]
+    sources = [(path, UD_KIND) for _, path in TOKENIZER_EFFECT_ROWS]
     return "\n".join(lines) + "\n\n" + source_note(results, sources, "python -m spacy project run evaluate-pipeline")
