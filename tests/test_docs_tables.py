@@ -10,7 +10,7 @@ from conftest import REPO
 from spacy_pairatt.release import docs_tables
 from spacy_pairatt.release.docs_tables import BLOCKS, doc_files, figures_outside_blocks, marked_names, regenerate
 from spacy_pairatt.release.model_card import model_card_notes
-from spacy_pairatt.release.results import CODE_CHANGES, Results, source_note
+from spacy_pairatt.release.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
 
 
 def block_text(text: str, name: str) -> str:
@@ -154,4 +154,4 @@ def test_each_code_change_is_the_commit_it_names():
         pytest.skip("needs the git history")
     for change in CODE_CHANGES:
         assert results.git("log", "-1", "--format=%cI", change.commit) == change.date, change.what
-        assert change.affects <= {"parser", "transition", "relations", "bench", "probe"}
+        assert change.affects <= RESULT_KINDS

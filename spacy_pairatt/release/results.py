@@ -23,6 +23,7 @@ class CodeChange:
 # The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD
 # pipeline of configs/pipeline_minilm.cfg, whose parser is pairatt_parser), "transition" (spaCy's
 # transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval).
+RESULT_KINDS = frozenset({"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer"})
 CODE_CHANGES = (
     CodeChange(
         "2026-11-22T17:45:16+00:00", "64036e9", "labels scored on decoded arcs and dropout off at inference",
