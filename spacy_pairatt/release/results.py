@@ -22,8 +22,11 @@ class CodeChange:
 
 # The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD
 # pipeline of configs/pipeline_minilm.cfg, whose parser is pairatt_parser), "transition" (spaCy's
-# transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval).
-RESULT_KINDS = frozenset({"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer"})
+# transition parser), "relations" (pairatt_rel), "bench" (bench/*.py on pairatt), "probe", "tokenizer"
+# (tokenizer-eval), "footprint" (the disk the installed stack, the data and the trained models take).
+RESULT_KINDS = frozenset(
+    {"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint"}
+)
 CODE_CHANGES = (
     CodeChange(
         "2026-11-22T17:45:16+00:00", "64036e9", "labels scored on decoded arcs and dropout off at inference",
@@ -80,6 +83,8 @@ class Results:
         return self._json[path]
 
     def made(self, path: str, kind: str) -> Made:
+        if kind not in RESULT_KINDS:
+            raise ValueError(f"unknown result kind {kind!r} for {path}: one of {sorted(RESULT_KINDS)}")
         created = ((self.json(path) or {}).get("provenance") or {}).get("created")
         if created:
             return Made(path, created, True, kind)
