@@ -20,6 +20,14 @@ UD_PIPELINE_TEST_SCORES = "results/ud_pipeline_test.json"  # spaCy's scorer, gol
 UD_PIPELINE_DEV_DOCS = "results/ud_pipeline_dev_docs.json"  # dev Docs of 10 sentences, its own sentences
 PUBLISHED_UD_FILE = "results/published/ud_english_ewt.json"
 UD_KIND = "ud_pipeline"  # the kind of result (release/results.py) of the UD pipeline's files
+# Issue 18's bars: UPOS and Lemmas F1 (EWT test, gold tokens), sentence F (EWT dev Docs of 10
+# sentences), and the parser's LAS in the pipeline minus alone (EWT test, gold tokens and sentences).
+UPOS_BAR, LEMMAS_BAR, SENTENCE_F_BAR, LAS_CHANGE_BAR = 96.0, 96.5, 85.0, -0.3
+
+
+def against_bar(value: float, bar: float) -> str:
+    """How a figure stands to one of issue 18's bars, in words."""
+    return f"{'at or above' if value >= bar else 'below'} issue 18's bar of {bar:g}"
 
 
 def result_kind(path: str) -> str:
@@ -84,10 +92,10 @@ def ud_pipeline_bars(results: Results) -> str:
         else pipeline["words_per_second"] / parser_only["words_per_second"]
     )
     bars = (
-        ("UPOS, EWT test, gold tokens", f1(test_gold, "UPOS"), 96.0, "{:.2f}"),
-        ("Lemmas, EWT test, gold tokens", f1(test_gold, "Lemmas"), 96.5, "{:.2f}"),
-        ("sentence F, EWT dev Docs of 10 sentences", score(docs, "sents_f"), 85.0, "{:.2f}"),
-        ("parser LAS, EWT test, pipeline minus parser alone", las_change, -0.3, "{:+.2f}"),
+        ("UPOS, EWT test, gold tokens", f1(test_gold, "UPOS"), UPOS_BAR, "{:.2f}"),
+        ("Lemmas, EWT test, gold tokens", f1(test_gold, "Lemmas"), LEMMAS_BAR, "{:.2f}"),
+        ("sentence F, EWT dev Docs of 10 sentences", score(docs, "sents_f"), SENTENCE_F_BAR, "{:.2f}"),
+        ("parser LAS, EWT test, pipeline minus parser alone", las_change, LAS_CHANGE_BAR, "{:+.2f}"),
     )
     lines = ["| bar | at least | measured | |", "|---|---|---|---|"]
     for name, value, bar, fmt in bars:
