@@ -444,11 +444,12 @@ class Runner:
         self.record = Record()
         self.load = parsing.load_pipeline
 
-    def cached_load(self, model: str) -> Language:
+    def cached_load(self, model: str, tokenizer: Optional[str] = None) -> Language:
+        """parsing.load_pipeline, from the pipelines loaded once where the pipeline's own tokenizer is asked for."""
         for name, path in self.models.items():
-            if model == path and name in self.pipelines:
+            if model == path and name in self.pipelines and tokenizer is None:
                 return self.pipelines[name]
-        return self.load(model)
+        return self.load(model, tokenizer)
 
     def run(self, case: Case) -> None:
         record = self.record
