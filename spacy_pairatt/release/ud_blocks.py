@@ -57,10 +57,9 @@ def ud_pipeline_block(results: Results) -> str:
     sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
     if sources:
         text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
-    ours = [(path, result_kind(path)) for *_, path in UD_PIPELINE_ROWS] + [
-        (path, result_kind(path)) for path, _ in UD_BAR_FILES
-    ]
-    ours += [(path, result_kind(path)) for _, path, _ in UD_TRAINING_COSTS]
+    paths = [row[-1] for row in UD_PIPELINE_ROWS] + [path for path, _ in UD_BAR_FILES]
+    paths += [path for _, path, _ in UD_TRAINING_COSTS]
+    ours = [(path, result_kind(path)) for path in paths]
     return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
 
 
