@@ -18,7 +18,7 @@ from spacy_pairatt.corpora.ptb import FILE_PATTERN, PTB_ZIP_URL, TREEBANK_DIR, f
 from spacy_pairatt.corpora.semeval import SEMEVAL_FILES, fetch_semeval
 from spacy_pairatt.corpora.ud import UD_EWT_COMMIT, UD_EWT_FILES, fetch_ud_ewt
 
-CRLF_TEXT = b"1\t\"The <e1>cat</e1> sat.\"\r\nOther\r\n"
+CRLF_TEXT = b'1\t"The <e1>cat</e1> sat."\r\nOther\r\n'
 
 
 @pytest.fixture
