@@ -245,7 +245,7 @@ def test_dask_docbin_shards_on_an_existing_cluster(model_dir, text_file, tmp_pat
 
 def test_another_registered_tokenizer_replaces_the_pipelines(model_dir, tmp_path):
     """--tokenizer: the pipeline (spaCy's English tokenizer) parses with the UD English one instead, which
-    keeps EWT's `e-mail` whole; a name no registry knows is a one-line error."""
+    keeps EWT's `e-mail` whole, in one process and on Dask workers; a name no registry knows is a one-line error."""
     text = tmp_path / "hyphen.txt"
     text.write_text("Send me an e-mail today.\n", encoding="utf8")
 
@@ -256,7 +256,23 @@ def test_another_registered_tokenizer_replaces_the_pipelines(model_dir, tmp_path
             for row in rows
         ]
 
+    ud_tokenizer = ["--tokenizer", "spacy-pairatt.ud_english_tokenizer.v1"]
     assert forms()[3:6] == ["e", "-", "mail"]
-    assert forms("--tokenizer", "spacy-pairatt.ud_english_tokenizer.v1")[3:5] == ["e-mail", "today"]
+    assert forms(*ud_tokenizer)[3:5] == ["e-mail", "today"]
+    single = (tmp_path / "out.conllu").read_text(encoding="utf8")
+    main(
+        [
+            "parse",
+            model_dir,
+            str(text),
+            "--output",
+            str(tmp_path / "shards"),
+            "--no-progress",
+            *ud_tokenizer,
+            "--dask-workers",
+            "1",
+        ]
+    )
+    assert "".join(path.read_text(encoding="utf8") for path in sorted((tmp_path / "shards").iterdir())) == single
     with pytest.raises(SystemExit, match="no registered tokenizer 'no.such.tokenizer.v1'"):
         parse(model_dir, text, tmp_path / "out.conllu", "--tokenizer", "no.such.tokenizer.v1")
