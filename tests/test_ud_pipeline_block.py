@@ -83,6 +83,10 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
     gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
     gold.write_text(gold_text, encoding="utf8")
     assert "Not measured yet" in ud_errors_block(Results(tmp_path))
+    path = tmp_path / "results/ud_pipeline_dev_raw_text.json"
+    perfect = load_conllu(gold)  # no wrong lemma: no share of 0 to divide by
+    write_results(evaluate_files(gold, gold), gold, gold, path, errors=error_analysis(perfect, perfect))
+    assert "**Lemmas**: 0 wrong of" in ud_errors_block(Results(tmp_path))
     lines, capitalised = [], 0
     for line in gold_text.splitlines():  # every capitalised form's lemma becomes the form: a case error
         columns = line.split("\t")
@@ -92,7 +96,6 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
         lines.append("\t".join(columns))
     system.write_text("\n".join(lines) + "\n", encoding="utf8")
     gold_bank, system_bank = load_conllu(gold), load_conllu(system)
-    path = tmp_path / "results/ud_pipeline_dev_raw_text.json"
     write_results(evaluate_files(gold, system), gold, system, path, errors=error_analysis(gold_bank, system_bank))
 
     block = ud_errors_block(Results(tmp_path))

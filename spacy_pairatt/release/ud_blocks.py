@@ -143,7 +143,7 @@ def ud_errors_block(results: Results, shown: int = 10) -> str:
         return f"Not measured yet: `{path}` has no `errors` (`ud-eval --errors`).\n"
     lemmas, bounds = errors["lemmas"], errors["sentence_boundaries"]
     kinds = ", ".join(
-        f"{kind.replace('_', ' ')} {count:,} ({100 * count / lemmas['wrong']:.0f}%)"
+        f"{kind.replace('_', ' ')} {count:,} ({100 * count / max(lemmas['wrong'], 1):.0f}%)"
         for kind, count in lemmas["kinds"].items()
     )
     lines = [
