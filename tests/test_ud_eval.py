@@ -363,6 +363,9 @@ def test_cli_prints_the_table_writes_json_and_fails_in_one_line(tmp_path, capsys
     assert "Wrong lemmas: 0 (case 0, form_kept 0, other 0)" in capsys.readouterr().out
     saved = json.loads((tmp_path / "out" / "errors.json").read_text())
     assert saved["errors"]["sentence_boundaries"]["missed"]["count"] == 0
+    with pytest.raises(SystemExit):
+        main(["ud-eval", str(gold), str(system), "--errors", "-1"])
+    assert "--errors: must be at least 1, got -1" in capsys.readouterr().err
     with pytest.raises(SystemExit, match=r"^python -m spacy_pairatt ud-eval: error: .*missing.conllu: No such file"):
         main(["ud-eval", str(gold), str(tmp_path / "missing.conllu")])
     system.write_text("1\tx\n", encoding="utf8")

@@ -4,6 +4,8 @@ trained pipelines and their tables (`spacy_pairatt.evaluation`)."""
 import sys
 from pathlib import Path
 
+from .parse import at_least_one
+
 
 def evaluate(args) -> None:
     from ..evaluation.parser_eval import evaluate_pipeline, write_json
@@ -173,7 +175,7 @@ def add_commands(commands) -> None:
     scoring.add_argument("--output", help="JSON file for the scores")
     scoring.add_argument(
         "--errors",
-        type=int,
+        type=at_least_one,
         default=0,
         metavar="N",
         help="also count wrong lemmas and sentence boundaries by kind, with the N commonest of each",
