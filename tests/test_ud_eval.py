@@ -186,16 +186,18 @@ def test_two_sentences_merged_into_one():
     assert prf(result["UAS"]) == (6 / 7, 6 / 7, 6 / 7)
 
 
+HE_WALKED = """
+1 He     he   PRON  PRP _ 2 nsubj
+2 walked walk VERB  VBD _ 0 root
+"""  # HOME cut after its verb
+
+
 def test_a_sentence_split_in_two():
-    first = """
-    1 He     he   PRON  PRP _ 2 nsubj
-    2 walked walk VERB  VBD _ 0 root
-    """
     second = """
     1 home   home ADV   RB  _ 0 root
     2 .      .    PUNCT .   _ 1 punct
     """
-    result = scores(conllu(HOME, SHE), conllu(first, second, SHE))
+    result = scores(conllu(HOME, SHE), conllu(HE_WALKED, second, SHE))
     # Sentences: system [0,8), [8,13), [13,20); only [13,20) is a gold sentence: P 1/3, R 1/2, F1 2/5.
     assert prf(result["Sentences"]) == (1 / 3, 1 / 2, 2 / 5)
     # UAS: home (root, gold head walked) and . (head home, gold walked) wrong: 5 of 7.
@@ -656,10 +658,6 @@ def test_error_analysis_sorts_wrong_lemmas_by_kind():
 def test_error_analysis_finds_missed_and_false_sentence_boundaries():
     from spacy_pairatt.evaluation.ud_errors import error_analysis
 
-    he_walked = """
-    1 He     he   PRON  PRP _ 2 nsubj
-    2 walked walk VERB  VBD _ 0 root
-    """
     home_she_ran = """
     1 home home ADV   RB  _ 0 root
     2 .    .    PUNCT .   _ 1 punct
@@ -668,7 +666,7 @@ def test_error_analysis_finds_missed_and_false_sentence_boundaries():
     5 .    .    PUNCT .   _ 4 punct
     """
     gold = read_conllu(conllu(HOME, SHE).splitlines(True), "gold")
-    system = read_conllu(conllu(he_walked, home_she_ran).splitlines(True), "system")
+    system = read_conllu(conllu(HE_WALKED, home_she_ran).splitlines(True), "system")
     bounds = error_analysis(gold, system)["sentence_boundaries"]
     # One boundary each (the end of the text is not one): gold before "She", system before "home".
     assert (bounds["gold"], bounds["system"]) == (1, 1)
