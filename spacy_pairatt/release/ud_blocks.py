@@ -7,7 +7,7 @@ from .results import Results, source_note
 
 def ud_pipeline_file(split: str, reading: str) -> str:
     """`ud-eval --output` of the UD pipeline (evaluate-pipeline) on EWT `split` from `reading`
-    ("raw_text" or "gold_tokens")."""
+    ("raw_text", "gold_tokens", or "raw_text_spacy_tokenizer": raw text through spaCy's own tokenizer)."""
     return f"results/ud_pipeline_{split}_{reading}.json"
 
 
@@ -182,7 +182,7 @@ def cell(text: str) -> str:
 
 TOKENIZER_EFFECT_ROWS = (
     ("UD English (the pipeline's own)", ud_pipeline_file("dev", "raw_text")),
-    ("spaCy English (`parse --tokenizer spacy.Tokenizer.v1`)", "results/ud_pipeline_dev_raw_text_spacy_tokenizer.json"),
+    ("spaCy English (`parse --tokenizer spacy.Tokenizer.v1`)", ud_pipeline_file("dev", "raw_text_spacy_tokenizer")),
 )
 TOKENIZER_EFFECT_METRICS = ("Tokens", "Words", "Sentences", "UPOS", "Lemmas", "UAS", "LAS", "MLAS")
 
