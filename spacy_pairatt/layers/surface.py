@@ -10,9 +10,9 @@ of neighbouring tokens.
 
 from typing import List, Sequence
 
-from spacy.ml.models.tok2vec import MaxoutWindowEncoder, MultiHashEmbed
+from spacy.ml.models.tok2vec import BiLSTMEncoder, MaxoutWindowEncoder, MultiHashEmbed
 from spacy.tokens import Doc
-from thinc.api import Maxout, Model, chain, concatenate, with_array
+from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d
 
 from ..core.validation import check_settings
@@ -71,3 +71,18 @@ def handing_on_no_input_gradient(layer: Model[List[Doc], List[Floats2d]]) -> Mod
         layers=[layer],
         init=lambda model, X=None, Y=None: layer.initialize(X=X, Y=Y),
     )
+
+
+def build_dropout_bilstm_encoder(width: int = 256, depth: int = 1) -> Model[List[Floats2d], List[Floats2d]]:
+    """Registered as `spacy-pairatt.DropoutBiLSTMEncoder.v1`: spaCy's BiLSTM encoder (`width` in and
+    out, half of it per direction) with dropout on its input and its output.
+
+    For the senter of the UD pipeline's second stage: a sentence start often depends on words
+    further away than a window reaches (a quote after a full stop, a greeting line before a name).
+    The dropout layers take their rate from spaCy's `training.dropout`, which sets every Dropout
+    layer of a model being trained; a depth-1 LSTM has none inside it.
+    """
+    check_settings("spacy-pairatt.DropoutBiLSTMEncoder.v1", width=width, depth=depth)
+    if width % 2:
+        raise ValueError(f"spacy-pairatt.DropoutBiLSTMEncoder.v1: width must be even (half per direction), got {width}")
+    return chain(Dropout(), BiLSTMEncoder(width=width, depth=depth, dropout=0.0), Dropout())
