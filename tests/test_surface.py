@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import spacy
-from thinc.api import Model
+from thinc.api import Model, chain, set_dropout_rate
 
-from spacy_pairatt.layers.surface import build_surface_tok2vec
+from spacy_pairatt.layers.surface import build_dropout_bilstm_encoder, build_surface_tok2vec
 
 
 def same_vector_for_every_token(width: int = 8) -> Model:
@@ -54,3 +54,27 @@ def test_each_attribute_needs_one_table_size(nlp):
         build_surface_tok2vec(same_vector_for_every_token(), attrs=["NORM", "SHAPE"], rows=[1000])
     with pytest.raises(ValueError, match="window_size must be an integer >= 0"):
         build_surface_tok2vec(same_vector_for_every_token(), window_size=-1)
+
+
+def test_the_bilstm_encoder_carries_a_word_to_the_far_end_of_the_doc(nlp):
+    """Stage 2's senter: a token reads words beyond any window (here eight tokens back), and dropout
+    acts only while training."""
+    texts = ["Hi , a b c d e f g h", "hi , a b c d e f g h"]
+    surface = build_surface_tok2vec(same_vector_for_every_token(), surface_width=16, width=12, window_size=0)
+    model = chain(surface, build_dropout_bilstm_encoder(width=12, depth=1))
+    model.initialize(X=[nlp.make_doc(text) for text in texts])
+    cased, lower = vectors(model, nlp, texts)
+    assert cased.shape == (10, 12)
+    assert not np.allclose(cased[-1], lower[-1])
+    set_dropout_rate(model, 0.5)  # what spacy train does with training.dropout
+    docs = [nlp.make_doc(text) for text in texts]
+    first, second = (np.asarray(model(docs, is_train=True)[0][0]) for _ in range(2))
+    assert not np.allclose(first, second)
+    np.testing.assert_array_equal(cased, vectors(model, nlp, texts)[0])
+
+
+def test_the_bilstm_encoder_refuses_widths_it_cannot_split(nlp):
+    with pytest.raises(ValueError, match="width must be even"):
+        build_dropout_bilstm_encoder(width=13)
+    with pytest.raises(ValueError, match="depth must be an integer >= 1"):
+        build_dropout_bilstm_encoder(width=12, depth=0)

@@ -4,6 +4,8 @@ read from the files (met, not met, or not measured yet)."""
 import json
 import shutil
 
+from spacy.util import load_config
+
 from conftest import REPO, UD_DIR
 
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
@@ -51,27 +53,33 @@ def test_the_block_reads_ud_eval_results_and_prints_every_published_row(tmp_path
     assert "Training: not measured yet." in block
 
 
-def test_the_bars_give_both_trainings_cost_from_their_files(tmp_path):
-    """run_cost's files of the pipeline's and the parser alone's training side by side, with the steps
-    their evaluations' model_config records."""
+def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
+    """run_cost's files of the pipeline's two stages and of the parser alone side by side, each with the
+    steps of the config its command trained (the command's overrides included)."""
     runs = {
-        ("train_ud_pipeline_cost.json", "ud_pipeline_test.json"): (5400.0, 2900.4, 800, "spacy train a.cfg"),
-        ("train_pairatt_cost.json", "pairatt_test.json"): (3316.0, 2297.2, 600, "spacy train b.cfg"),
-    }
+        "train_ud_pipeline_cost.json": (5400.0, 2900.4, "python -m spacy train configs/pipeline_minilm.cfg --output a"),
+        "train_ud_pipeline_senter_cost.json": (
+            900.0, 1500.0, "python -m spacy train configs/pipeline_senter_minilm.cfg --training.max_steps 7",
+        ),
+        "train_pairatt_cost.json": (3316.0, 2297.2, "python -m spacy train configs/parser_minilm.cfg --gpu-id -1"),
+    }  # fmt: skip
     (tmp_path / "results").mkdir()
-    for (cost, scores), (wall, rss, steps, command) in runs.items():
+    for cost, (wall, rss, command) in runs.items():
         (tmp_path / "results" / cost).write_text(
             json.dumps({"wall_seconds": wall, "peak_rss_mb": rss, "command": command})
         )
-        (tmp_path / "results" / scores).write_text(
-            json.dumps({"scores": {"dep_las": 0.85}, "words_per_second": 900.0, "model_config": {"max_steps": steps}})
-        )
     block = ud_pipeline_block(Results(tmp_path))
-    (p_wall, p_rss, p_steps, p_command), (a_wall, a_rss, a_steps, a_command) = runs.values()
-    assert (
-        f"Training: the pipeline {p_steps} steps in {p_wall / 60:.0f} min, peak RSS {p_rss:,.0f} MB (`{p_command}`); "
-        f"the parser alone {a_steps} steps in {a_wall / 60:.0f} min, peak RSS {a_rss:,.0f} MB (`{a_command}`)."
-    ) in block
+    steps = [load_config(command.split()[4])["training"]["max_steps"] for *_, command in runs.values()]
+    steps[1] = 7
+    line = "; ".join(
+        f"{what} {n} steps in {wall / 60:.0f} min, peak RSS {rss:,.0f} MB (`{command}`)"
+        for what, n, (wall, rss, command) in zip(
+            ("stage 1 (all components)", "stage 2 (the senter)", "the parser alone"), steps, runs.values()
+        )
+    )
+    assert f"Training: {line}." in block
+    (tmp_path / "results" / "train_ud_pipeline_senter_cost.json").unlink()
+    assert "Training: not measured yet." in ud_pipeline_block(Results(tmp_path))
 
 
 def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_errors(tmp_path):

@@ -2,6 +2,9 @@
 published ones, the issue's bars, its speed over its own parser and its training cost; the result paths
 the model card reads too."""
 
+import json
+import shlex
+
 from .results import Results, source_note
 
 
@@ -58,7 +61,7 @@ def ud_pipeline_block(results: Results) -> str:
     if sources:
         text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n\n"
     paths = [row[-1] for row in UD_PIPELINE_ROWS] + [path for path, _ in UD_BAR_FILES]
-    paths += [path for _, path, _ in UD_TRAINING_COSTS]
+    paths += [path for _, path in UD_TRAINING_COSTS]
     ours = [(path, result_kind(path)) for path in paths]
     return text + source_note(results, ours, "python -m spacy project run ud-pipeline")
 
@@ -116,22 +119,47 @@ def ud_pipeline_bars(results: Results) -> str:
     return "\n".join(lines) + f"\n\nSpeed of the whole pipeline: {cost}.\nTraining: {training_cost(results)}.\n"
 
 
-# Each training's run_cost file, and the evaluation whose model_config gives its steps.
+# Each training's run_cost file: stage 1 (every component), stage 2 (the senter on the frozen stage 1)
+# and the parser alone at the same budget as stage 1.
 UD_TRAINING_COSTS = (
-    ("the pipeline", "results/train_ud_pipeline_cost.json", UD_PIPELINE_TEST_SCORES),
-    ("the parser alone", "results/train_pairatt_cost.json", "results/pairatt_test.json"),
+    ("stage 1 (all components)", "results/train_ud_pipeline_cost.json"),
+    ("stage 2 (the senter)", "results/train_ud_pipeline_senter_cost.json"),
+    ("the parser alone", "results/train_pairatt_cost.json"),
 )
 
 
+def trained_steps(command: str) -> int:
+    """`training.max_steps` of a `spacy train CONFIG [--section.key value ...]` command: its config
+    as it is in the repository, with the command's overrides."""
+    from spacy.util import load_config
+
+    args = shlex.split(command)
+    config = args[args.index("train") + 1]
+    overrides = {
+        name[2:]: _config_value(value)
+        for name, value in zip(args, args[1:])
+        if name.startswith("--") and "." in name
+    }
+    return int(load_config(config, overrides=overrides, interpolate=True)["training"]["max_steps"])
+
+
+def _config_value(text: str):
+    """An override's value as spaCy's CLI reads it: JSON where it parses, else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def training_cost(results: Results) -> str:
-    """Steps, wall time and peak RSS of the pipeline's training beside the parser alone's."""
-    runs = [(what, results.json(cost), results.json(scores)) for what, cost, scores in UD_TRAINING_COSTS]
-    if any(cost is None or scores is None for _, cost, scores in runs):
+    """Steps, wall time and peak RSS of each stage of the pipeline's training beside the parser alone's."""
+    runs = [(what, results.json(path)) for what, path in UD_TRAINING_COSTS]
+    if any(cost is None for _, cost in runs):
         return "not measured yet"
     return "; ".join(
-        f"{what} {scores['model_config']['max_steps']} steps in {cost['wall_seconds'] / 60:.0f} min, "
+        f"{what} {trained_steps(cost['command'])} steps in {cost['wall_seconds'] / 60:.0f} min, "
         f"peak RSS {cost['peak_rss_mb']:,.0f} MB (`{cost['command']}`)"
-        for what, cost, scores in runs
+        for what, cost in runs
     )
 
 
