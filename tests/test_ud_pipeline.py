@@ -10,6 +10,7 @@ from pathlib import Path
 import conllu
 import pytest
 import spacy
+import torch
 from conftest import REPO, UD_DIR, write_first_sentences
 from spacy import displacy
 from spacy.tokens import DocBin
@@ -51,6 +52,40 @@ def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
     }
     train(REPO / "configs" / "pipeline_minilm.cfg", folder / "output", overrides=overrides)
     return folder / "output" / "model-last"
+
+
+@pytest.fixture(scope="module")
+def stage_two_model(trained_model, tiny_bert_dir):
+    """configs/pipeline_senter_minilm.cfg on the 2-step pipeline: a new senter, everything else sourced."""
+    from spacy.cli.train import train
+
+    folder = trained_model.parent.parent
+    overrides = {
+        "paths.train": str(folder / "train.spacy"),
+        "paths.dev": str(folder / "dev.spacy"),
+        "paths.stage1": str(trained_model),
+        "training.max_steps": 2,
+        "training.eval_frequency": 1000,
+    }
+    train(REPO / "configs" / "pipeline_senter_minilm.cfg", folder / "stage2", overrides=overrides)
+    return folder / "stage2" / "model-last"
+
+
+def test_stage_two_trains_a_new_senter_and_keeps_every_other_component(trained_model, stage_two_model):
+    """The second stage changes the senter alone: the other components' weights are stage 1's, byte for
+    byte, and the new senter reads the whole Doc (a BiLSTM) through its own listener."""
+    first, second = spacy.load(trained_model), spacy.load(stage_two_model)
+    assert second.pipe_names == first.pipe_names
+    encoders = [nlp.get_pipe("transformer").model.transformer.state_dict() for nlp in (first, second)]
+    assert all(torch.equal(weights, encoders[1][key]) for key, weights in encoders[0].items())
+    for name in ("tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
+        assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
+    senter = second.get_pipe("senter").model
+    assert any(node.name == "pytorch" for node in senter.walk())
+    assert senter.to_bytes() != first.get_pipe("senter").model.to_bytes()
+    assert len(second.get_pipe("transformer").listeners) == 5
+    doc = second(TEXT)
+    assert doc.has_annotation("SENT_START") and doc.has_annotation("DEP") and all(t.lemma_ for t in doc)
 
 
 TEXT = "The dog barked at me. I didn't know why, so I left."
