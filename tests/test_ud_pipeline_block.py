@@ -64,12 +64,13 @@ def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
         "train_pairatt_cost.json": (3316.0, 2297.2, "python -m spacy train configs/parser_minilm.cfg --gpu-id -1"),
     }  # fmt: skip
     (tmp_path / "results").mkdir()
+    shutil.copytree(REPO / "configs", tmp_path / "configs")  # the steps come from the checkout's configs
     for cost, (wall, rss, command) in runs.items():
         (tmp_path / "results" / cost).write_text(
             json.dumps({"wall_seconds": wall, "peak_rss_mb": rss, "command": command})
         )
     block = ud_pipeline_block(Results(tmp_path))
-    steps = [load_config(command.split()[4])["training"]["max_steps"] for *_, command in runs.values()]
+    steps = [load_config(REPO / command.split()[4])["training"]["max_steps"] for *_, command in runs.values()]
     steps[1] = 7
     line = "; ".join(
         f"{what} {n} steps in {wall / 60:.0f} min, peak RSS {rss:,.0f} MB (`{command}`)"

@@ -4,6 +4,7 @@ the model card reads too."""
 
 import json
 import shlex
+from pathlib import Path
 
 from .results import Results, source_note
 
@@ -128,9 +129,9 @@ UD_TRAINING_COSTS = (
 )
 
 
-def trained_steps(command: str) -> int:
-    """`training.max_steps` of a `spacy train CONFIG [--section.key value ...]` command: its config
-    as it is in the repository, with the command's overrides."""
+def trained_steps(command: str, root: Path) -> int:
+    """`training.max_steps` of a `spacy train CONFIG [--section.key value ...]` command run in the
+    checkout `root`: its config as it is there, with the command's overrides."""
     from spacy.util import load_config
 
     args = shlex.split(command)
@@ -140,7 +141,7 @@ def trained_steps(command: str) -> int:
         for name, value in zip(args, args[1:])
         if name.startswith("--") and "." in name
     }
-    return int(load_config(config, overrides=overrides, interpolate=True)["training"]["max_steps"])
+    return int(load_config(root / config, overrides=overrides, interpolate=True)["training"]["max_steps"])
 
 
 def _config_value(text: str):
@@ -157,7 +158,7 @@ def training_cost(results: Results) -> str:
     if any(cost is None for _, cost in runs):
         return "not measured yet"
     return "; ".join(
-        f"{what} {trained_steps(cost['command'])} steps in {cost['wall_seconds'] / 60:.0f} min, "
+        f"{what} {trained_steps(cost['command'], results.root)} steps in {cost['wall_seconds'] / 60:.0f} min, "
         f"peak RSS {cost['peak_rss_mb']:,.0f} MB (`{cost['command']}`)"
         for what, cost in runs
     )
