@@ -5,6 +5,7 @@ The tiny encoder and two steps only show that the config builds, trains and anno
 here say nothing about accuracy.
 """
 
+import json
 from pathlib import Path
 
 import conllu
@@ -168,9 +169,23 @@ def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(traine
     scores = evaluate_files(gold, system)
     ud_scores = tmp_path / "checkout" / "results" / "ud_pipeline_test_gold_tokens.json"
     write_results(scores, gold, system, ud_scores)
+    raw = tmp_path / "raw.txt"
+    raw.write_text(" ".join(document_texts(gold.read_text(encoding="utf8").splitlines(True))) + "\n", encoding="utf8")
+    from_text = tmp_path / "from_text.conllu"
+    parse_file(str(trained_model), str(raw), str(from_text), progress=False)
+    raw_scores = evaluate_files(gold, from_text)
+    sentence_scores = tmp_path / "checkout" / "results" / "ud_pipeline_test_raw_text.json"
+    write_results(raw_scores, gold, from_text, sentence_scores)
+    accuracy = tmp_path / "accuracy.json"  # `evaluate --sentences gold`: its sentence figures are 1.0
+    accuracy.write_text(json.dumps({"sentences": "gold", "scores": {"dep_las": 0.5, "sents_f": 1.0, "sents_p": 1.0}}))
     shipped = tmp_path / "shipped"
     assemble_pipeline(
-        str(trained_model), str(shipped), results_root=str(tmp_path / "checkout"), ud_scores=str(ud_scores)
+        str(trained_model),
+        str(shipped),
+        str(accuracy),
+        results_root=str(tmp_path / "checkout"),
+        ud_scores=str(ud_scores),
+        sentence_scores=str(sentence_scores),
     )
 
     nlp = spacy.load(shipped)
@@ -178,6 +193,11 @@ def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(traine
     performance = nlp.meta["performance"]
     for metric, key in (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc")):
         assert performance[key] == pytest.approx(scores[metric].f1)
+    assert performance["dep_las"] == 0.5  # the accuracy file's parse scores, without its gold-sentence ones
+    sentences = raw_scores["Sentences"]
+    assert (performance["sents_p"], performance["sents_r"], performance["sents_f"]) == pytest.approx(
+        (sentences.precision, sentences.recall, sentences.f1)
+    )
     assert "Penn Treebank tags" in nlp.meta["description"] and "lemmas" in nlp.meta["description"]
     assert "With their own model" not in nlp.meta["description"]  # every component reads the transformer
     card = (shipped / "README.md").read_text(encoding="utf8")
@@ -185,6 +205,8 @@ def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(traine
     doc = nlp(TEXT)
     assert len(list(doc.sents)) >= 1 and all(token.pos_ and token.tag_ and token.lemma_ for token in doc)
     assert f">{doc[1].pos_}</tspan>" in displacy.render(doc, style="dep")
+    assemble_pipeline(str(trained_model), str(tmp_path / "no_sentence_scores"), str(accuracy))
+    assert "sents_f" not in spacy.load(tmp_path / "no_sentence_scores").meta["performance"]
 
 
 def test_the_converted_ewt_corpus_keeps_tags_morphology_and_lemmas():

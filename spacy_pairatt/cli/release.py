@@ -27,7 +27,15 @@ def assemble(args) -> None:
     from ..release.packaging import assemble_pipeline
 
     try:
-        assemble_pipeline(args.model, args.output, args.accuracy, args.senter, args.version, ud_scores=args.ud_scores)
+        assemble_pipeline(
+            args.model,
+            args.output,
+            args.accuracy,
+            args.senter,
+            args.version,
+            ud_scores=args.ud_scores,
+            sentence_scores=args.sentence_scores,
+        )
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt assemble: error: {error}") from error
 
@@ -59,6 +67,9 @@ def add_commands(commands) -> None:
     assembly.add_argument("--version", help="package version for meta.json and the model card README.md")
     assembly.add_argument(
         "--ud-scores", help="ud-eval --output JSON (gold tokens) whose UPOS, XPOS, UFeats and Lemmas go into meta.json"
+    )
+    assembly.add_argument(
+        "--sentence-scores", help="ud-eval --output JSON (raw text) whose Sentences P, R, F go into meta.json"
     )
     assembly.set_defaults(func=assemble)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")

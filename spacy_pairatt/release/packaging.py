@@ -65,6 +65,8 @@ MODEL_CARD = {
 
 # ud-eval metrics (gold tokens, so F1 is accuracy) under the names spaCy's meta.json and model card use.
 UD_META_SCORES = (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc"))
+# ud-eval's Sentences figures under spaCy's names for a senter's scores
+SENTENCE_META_SCORES = {"precision": "sents_p", "recall": "sents_r", "f1": "sents_f"}
 
 
 def package_requirements() -> List[str]:
@@ -84,6 +86,7 @@ def assemble_pipeline(
     version: Optional[str] = None,
     results_root: str = ".",
     ud_scores: Optional[str] = None,
+    sentence_scores: Optional[str] = None,
 ) -> None:
     """Put a sentence segmenter in front so raw multi-sentence text gets one tree per sentence, drop the
     attention maps from the Docs after the parser, and add the metadata and model card that `spacy package`
@@ -95,6 +98,9 @@ def assemble_pipeline(
     from; spaCy's generated README.md, the model card, ends with them.
     ud_scores: `ud-eval --output` JSON on gold tokens, whose tag, morphology and lemma scores go into meta.json
     under spaCy's names (pos_acc, tag_acc, morph_acc, lemma_acc), as spaCy's model card shows them.
+    sentence_scores: `ud-eval --output` JSON on raw text, whose Sentences precision, recall and F1 are
+    meta.json's sents_p, sents_r and sents_f. An `accuracy` file scored with gold sentences gives none:
+    its sentence figures are 100 by construction and would claim a perfect segmenter.
     """
     nlp = spacy.load(model)
     if not {"sentencizer", "senter"} & set(nlp.pipe_names):
@@ -115,7 +121,12 @@ def assemble_pipeline(
         nlp.meta["version"] = version
     if accuracy:
         scores = results_field(accuracy, "scores", "python -m spacy_pairatt evaluate --output")
-        nlp.meta["performance"] = {key: value for key, value in scores.items() if not isinstance(value, dict)}
+        gold_sentences = json.loads(Path(accuracy).read_text(encoding="utf8")).get("sentences") == "gold"
+        nlp.meta["performance"] = {
+            key: value
+            for key, value in scores.items()
+            if not isinstance(value, dict) and not (gold_sentences and key in SENTENCE_META_SCORES.values())
+        }
     if ud_scores:
         metrics = results_field(ud_scores, "metrics", "python -m spacy_pairatt ud-eval --output")
         missing = [metric for metric, _ in UD_META_SCORES if metric not in metrics]
@@ -125,6 +136,12 @@ def assemble_pipeline(
             )
         performance = nlp.meta.setdefault("performance", {})
         performance.update({key: metrics[metric]["f1"] for metric, key in UD_META_SCORES})
+    if sentence_scores:
+        sentences = results_field(sentence_scores, "metrics", "python -m spacy_pairatt ud-eval --output").get("Sentences")
+        if sentences is None:
+            raise ValueError(f'{sentence_scores}: no Sentences under "metrics" (an ud-eval --output file has it)')
+        performance = nlp.meta.setdefault("performance", {})
+        performance.update({key: sentences[figure] for figure, key in SENTENCE_META_SCORES.items()})
     nlp.to_disk(output)
     # `spacy package` generates the same card from meta.json only when its output directory has none, so a
     # rebuild with --force would ship the previous build's card; one in the pipeline directory replaces it.
