@@ -4,9 +4,8 @@ read from the files (met, not met, or not measured yet)."""
 import json
 import shutil
 
-from spacy.util import load_config
-
 from conftest import REPO, UD_DIR
+from spacy.util import load_config
 
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
 from spacy_pairatt.release.results import Results

@@ -137,7 +137,8 @@ def assemble_pipeline(
         performance = nlp.meta.setdefault("performance", {})
         performance.update({key: metrics[metric]["f1"] for metric, key in UD_META_SCORES})
     if sentence_scores:
-        sentences = results_field(sentence_scores, "metrics", "python -m spacy_pairatt ud-eval --output").get("Sentences")
+        metrics = results_field(sentence_scores, "metrics", "python -m spacy_pairatt ud-eval --output")
+        sentences = metrics.get("Sentences")
         if sentences is None:
             raise ValueError(f'{sentence_scores}: no Sentences under "metrics" (an ud-eval --output file has it)')
         performance = nlp.meta.setdefault("performance", {})

@@ -137,9 +137,7 @@ def trained_steps(command: str, root: Path) -> int:
     args = shlex.split(command)
     config = args[args.index("train") + 1]
     overrides = {
-        name[2:]: _config_value(value)
-        for name, value in zip(args, args[1:])
-        if name.startswith("--") and "." in name
+        name[2:]: _config_value(value) for name, value in zip(args, args[1:]) if name.startswith("--") and "." in name
     }
     return int(load_config(root / config, overrides=overrides, interpolate=True)["training"]["max_steps"])
 
