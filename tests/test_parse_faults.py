@@ -371,6 +371,10 @@ def test_missing_files_and_models_in_other_commands_are_one_line(fast_model, tmp
          "assemble: error: .*partial.json: no XPOS, UFeats, Lemmas under \"metrics\""),
         ([*assemble, "--accuracy", str(no_lemmas)],
          "assemble: error: .*partial.json: no \"scores\" object; expected the output of .*evaluate --output"),
+        ([*assemble, "--sentence-scores", str(no_lemmas)],
+         "assemble: error: .*partial.json: no Sentences under \"metrics\""),
+        ([*assemble, "--sentence-scores", str(not_json)],
+         "assemble: error: .*not.json: not JSON .*ud-eval --output"),
     ]  # fmt: skip
     for command in ("fetch-ud", "fetch-ptb", "fetch-semeval", "fetch-docred"):
         cases.append(

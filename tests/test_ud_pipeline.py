@@ -87,6 +87,7 @@ def test_stage_two_trains_a_new_senter_and_keeps_every_other_component(trained_m
     assert len(second.get_pipe("transformer").listeners) == 5
     doc = second(TEXT)
     assert doc.has_annotation("SENT_START") and doc.has_annotation("DEP") and all(t.lemma_ for t in doc)
+    assert len(second("")) == 0  # an empty Doc passes the BiLSTM senter
 
 
 TEXT = "The dog barked at me. I didn't know why, so I left."

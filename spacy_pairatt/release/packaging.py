@@ -63,10 +63,17 @@ MODEL_CARD = {
 }
 
 
-# ud-eval metrics (gold tokens, so F1 is accuracy) under the names spaCy's meta.json and model card use.
-UD_META_SCORES = (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc"))
-# ud-eval's Sentences figures under spaCy's names for a senter's scores
-SENTENCE_META_SCORES = {"precision": "sents_p", "recall": "sents_r", "f1": "sents_f"}
+# ud-eval figures, (metric, figure, key), under the names spaCy's meta.json and model card use: tags and
+# lemmas on gold tokens (F1 is accuracy there), the senter's scores from Sentences on raw text.
+UD_META_SCORES = tuple(
+    (metric, "f1", key)
+    for metric, key in (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc"))
+)
+SENTENCE_META_SCORES = tuple(
+    ("Sentences", figure, key) for figure, key in (("precision", "sents_p"), ("recall", "sents_r"), ("f1", "sents_f"))
+)
+EVALUATE_OUTPUT = "python -m spacy_pairatt evaluate --output"  # what writes each results file it reads
+UD_EVAL_OUTPUT = "python -m spacy_pairatt ud-eval --output"
 
 
 def package_requirements() -> List[str]:
@@ -120,29 +127,15 @@ def assemble_pipeline(
     if version:
         nlp.meta["version"] = version
     if accuracy:
-        scores = results_field(accuracy, "scores", "python -m spacy_pairatt evaluate --output")
-        gold_sentences = json.loads(Path(accuracy).read_text(encoding="utf8")).get("sentences") == "gold"
+        evaluation = read_results(accuracy, EVALUATE_OUTPUT)
+        scores = results_field(evaluation, accuracy, "scores", EVALUATE_OUTPUT)
+        by_construction = {key for *_, key in SENTENCE_META_SCORES} if evaluation.get("sentences") == "gold" else set()
         nlp.meta["performance"] = {
-            key: value
-            for key, value in scores.items()
-            if not isinstance(value, dict) and not (gold_sentences and key in SENTENCE_META_SCORES.values())
+            key: value for key, value in scores.items() if not isinstance(value, dict) and key not in by_construction
         }
-    if ud_scores:
-        metrics = results_field(ud_scores, "metrics", "python -m spacy_pairatt ud-eval --output")
-        missing = [metric for metric, _ in UD_META_SCORES if metric not in metrics]
-        if missing:
-            raise ValueError(
-                f'{ud_scores}: no {", ".join(missing)} under "metrics" (an ud-eval --output file has them)'
-            )
-        performance = nlp.meta.setdefault("performance", {})
-        performance.update({key: metrics[metric]["f1"] for metric, key in UD_META_SCORES})
-    if sentence_scores:
-        metrics = results_field(sentence_scores, "metrics", "python -m spacy_pairatt ud-eval --output")
-        sentences = metrics.get("Sentences")
-        if sentences is None:
-            raise ValueError(f'{sentence_scores}: no Sentences under "metrics" (an ud-eval --output file has it)')
-        performance = nlp.meta.setdefault("performance", {})
-        performance.update({key: sentences[figure] for figure, key in SENTENCE_META_SCORES.items()})
+    for path, wanted in ((ud_scores, UD_META_SCORES), (sentence_scores, SENTENCE_META_SCORES)):
+        if path:
+            nlp.meta.setdefault("performance", {}).update(ud_meta_scores(path, wanted))
     nlp.to_disk(output)
     # `spacy package` generates the same card from meta.json only when its output directory has none, so a
     # rebuild with --force would ship the previous build's card; one in the pipeline directory replaces it.
@@ -150,16 +143,33 @@ def assemble_pipeline(
     print(f"Saved {nlp.pipe_names} to {output}")
 
 
-def results_field(path: str, field: str, made_by: str) -> Dict:
-    """`field` of the results JSON at `path`; a file that is not such JSON is a ValueError naming it and
-    the command that writes the right one (a missing file stays an OSError naming the path)."""
+def read_results(path: str, made_by: str) -> Dict:
+    """The results JSON object at `path`; a file that is not one is a ValueError naming it and the command
+    that writes the right one (a missing file stays an OSError naming the path)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf8"))
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not JSON ({error}); expected the output of {made_by}") from error
-    if not isinstance(data, dict) or not isinstance(data.get(field), dict):
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object; expected the output of {made_by}")
+    return data
+
+
+def results_field(data: Dict, path: str, field: str, made_by: str) -> Dict:
+    """`field` of the results `data` read from `path`, which must be an object."""
+    if not isinstance(data.get(field), dict):
         raise ValueError(f'{path}: no "{field}" object; expected the output of {made_by}')
     return data[field]
+
+
+def ud_meta_scores(path: str, wanted) -> Dict[str, float]:
+    """meta.json's scores from an `ud-eval --output` file: {key: metrics[metric][figure]} for each
+    (metric, figure, key) of `wanted`; a metric the file lacks is a ValueError naming it."""
+    metrics = results_field(read_results(path, UD_EVAL_OUTPUT), path, "metrics", UD_EVAL_OUTPUT)
+    missing = list(dict.fromkeys(metric for metric, _, _ in wanted if metric not in metrics))
+    if missing:
+        raise ValueError(f'{path}: no {", ".join(missing)} under "metrics" (an ud-eval --output file has them)')
+    return {key: metrics[metric][figure] for metric, figure, key in wanted}
 
 
 def parse_examples(model: str, output: Optional[str] = None, texts: Optional[List[str]] = None) -> None:
