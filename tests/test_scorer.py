@@ -6,7 +6,7 @@ import torch
 
 from spacy_pairatt.core.alignment import DocAlignments, Groups
 from spacy_pairatt.core.features import WindowBatch, chunk_batch
-from spacy_pairatt.core.objectives import arc_log_scores, best_labels, candidate_mask, parser_loss
+from spacy_pairatt.core.objectives import arc_log_scores, best_labels, biaffine_loss, candidate_mask, paper_loss
 from spacy_pairatt.core.pooling import WordAttention
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer
 from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PairAttention, PaperPairScorer
@@ -59,18 +59,21 @@ def test_indicator_features_change_only_their_pairs():
     assert diff.max() == 0
 
 
-def test_biaffine_arc_score_matches_its_formula():
+def test_biaffine_arc_and_label_scores_match_their_formulas():
     torch.manual_seed(0)
     scorer = BiaffinePairScorer(5, 6, 3, True, False, dropout=0.0, arc_width=4, label_width=2).eval()
     for parameter in scorer.parameters():
         torch.nn.init.normal_(parameter)
     hidden, attention, missing, unshared = random_inputs()
-    scores = scorer(hidden, None, torch.zeros_like(missing), torch.zeros_like(unshared))
+    arcs, state = scorer(hidden, None, torch.zeros_like(missing), torch.zeros_like(unshared))
     dep = scorer.projections["arc_dependent"](hidden)
     head = scorer.projections["arc_head"](hidden)
     b, i, j = 0, 1, 3
     arc = dep[b, i] @ scorer.arc_bilinear @ head[b, j] + scorer.arc_head_bias(head[b, j])[0]
-    torch.testing.assert_close(scores[b, i, j, 0], arc)
+    torch.testing.assert_close(arcs[b, i, j], arc)
+    heads = torch.full((2, 4), -1)
+    heads[b, i] = j
+    labels = scorer.label_scores_at(state, heads)
     label_dep = scorer.projections["label_dependent"](hidden)[b, i]
     label_head = scorer.projections["label_head"](hidden)[b, j]
     k = 2
@@ -80,25 +83,59 @@ def test_biaffine_arc_score_matches_its_formula():
         + scorer.label_head.weight[k] @ label_head
         + scorer.label_bias[k]
     )
-    torch.testing.assert_close(scores[b, i, j, 1 + k], label)
+    torch.testing.assert_close(labels[b, i, k], label)
+    with torch.no_grad():  # inference computes the bilinear term another way (faster without autograd)
+        torch.testing.assert_close(scorer.label_scores_at(state, heads), labels.detach())
+    assert float(labels.detach().abs().sum()) == pytest.approx(float(labels[b, i].detach().abs().sum()))  # (b, i) only
 
 
-@pytest.mark.parametrize("mode", ["paper", "biaffine"])
-def test_loss_gradient_matches_finite_differences(mode):
-    rng = np.random.default_rng(0)
-    mask = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], dtype="float32")
-    scores = rng.normal(size=(2, 4, 4, 4))
-    gold_heads = np.array([[-1, 2, 0, 2], [-1, 0, 1, -1]])
-    gold_labels = np.array([[-1, 1, 0, 2], [-1, 0, 2, -1]])
-    loss, grad = parser_loss(scores, mask, gold_heads, gold_labels, mode)
+LOSS_MASK = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], dtype="float32")
+LOSS_GOLD_HEADS = np.array([[-1, 2, 0, 2], [-1, 0, 1, -1]])
+LOSS_GOLD_LABELS = np.array([[-1, 1, 0, 2], [-1, 0, 2, -1]])
+
+
+def assert_gradient_is_the_finite_difference(loss_of, values, grad, indices):
     eps = 1e-6
-    for index in [(0, 1, 2, 2), (0, 3, 2, 3), (1, 2, 1, 3), (0, 1, 0, 0), (0, 2, 3, 1)]:
-        shifted = scores.copy()
+    loss = loss_of(values)
+    for index in indices:
+        shifted = values.copy()
         shifted[index] += eps
-        numeric = (parser_loss(shifted, mask, gold_heads, gold_labels, mode)[0] - loss) / eps
-        assert grad[index] == pytest.approx(numeric, abs=1e-4)
+        assert grad[index] == pytest.approx((loss_of(shifted) - loss) / eps, abs=1e-4)
+
+
+def test_paper_loss_gradient_matches_finite_differences():
+    scores = np.random.default_rng(0).normal(size=(2, 4, 4, 4))
+    loss, grad = paper_loss(scores, LOSS_MASK, LOSS_GOLD_HEADS, LOSS_GOLD_LABELS)
+    assert_gradient_is_the_finite_difference(
+        lambda s: paper_loss(s, LOSS_MASK, LOSS_GOLD_HEADS, LOSS_GOLD_LABELS)[0],
+        scores,
+        grad,
+        [(0, 1, 2, 2), (0, 3, 2, 3), (1, 2, 1, 3), (0, 1, 0, 0), (0, 2, 3, 1)],
+    )
     # padding and the root row get no gradient
     assert np.abs(grad[1, 3]).sum() == 0 and np.abs(grad[:, 0]).sum() == 0
+
+
+def test_biaffine_loss_gradients_match_finite_differences():
+    rng = np.random.default_rng(0)
+    arcs, labels = rng.normal(size=(2, 4, 4)), rng.normal(size=(2, 4, 3))
+    loss, d_arcs, d_labels = biaffine_loss(arcs, labels, LOSS_MASK, LOSS_GOLD_HEADS, LOSS_GOLD_LABELS)
+    assert_gradient_is_the_finite_difference(
+        lambda a: biaffine_loss(a, labels, LOSS_MASK, LOSS_GOLD_HEADS, LOSS_GOLD_LABELS)[0],
+        arcs,
+        d_arcs,
+        [(0, 1, 2), (0, 3, 2), (1, 2, 1), (0, 1, 0), (0, 2, 3)],
+    )
+    assert_gradient_is_the_finite_difference(
+        lambda lab: biaffine_loss(arcs, lab, LOSS_MASK, LOSS_GOLD_HEADS, LOSS_GOLD_LABELS)[0],
+        labels,
+        d_labels,
+        [(0, 1, 1), (0, 3, 0), (1, 2, 2), (1, 1, 0)],
+    )
+    # padding, the root row and impossible arcs (to padding, to itself) get no gradient
+    assert np.abs(d_arcs[1, 3]).sum() == 0 and np.abs(d_arcs[:, 0]).sum() == 0
+    assert d_arcs[1, 1, 3] == 0 and d_arcs[0, 2, 2] == 0
+    assert np.abs(d_labels[1, 3]).sum() == 0 and np.abs(d_labels[:, 0]).sum() == 0
 
 
 def test_arc_scores_mask_impossible_arcs_and_labels_respect_root():
@@ -134,8 +171,10 @@ def test_thinc_scorer_builds_lazily_and_backprops_to_the_windows():
     windows = WindowBatch(hidden, [attention], alignments, [2], [6], [0], n_heads=6)
     batch = chunk_batch(windows, Groups.sentences([0], [0], [4]), [0], attention_requires_grad=False)
     scores, backprop = model(batch, is_train=True)
-    assert scores.shape == (1, 5, 5, 4)
-    d_windows = backprop(np.ones_like(scores))
+    assert scores.arcs.shape == (1, 5, 5, 1)
+    labels = scores.labels_at(np.array([[-1, 0, 1, 1, 2]]))
+    assert labels.shape == (1, 5, 3)
+    d_windows = backprop((np.ones_like(scores.arcs), np.ones_like(labels)))
     assert d_windows.hidden.shape == hidden.shape and d_windows.attention is None
     owned = torch.zeros(2, 6, dtype=torch.bool)
     owned[0, [0, 1, 2, 3]] = owned[1, [0, 1]] = True  # wordpieces and each window's root position
@@ -163,28 +202,101 @@ def test_length_chunks_bound_padded_pairs():
     assert length_chunks([], 10) == []
 
 
-def test_inference_arcs_and_labels_on_chosen_arcs_equal_the_full_scores():
-    """arc_scores + label_scores_at (inference) give exactly what forward gives for those pairs."""
+def test_labels_on_gold_arcs_give_the_loss_and_gradients_of_scoring_every_label():
+    """Training scores labels on the gold arcs only. Its loss and its gradients (to the unit vectors,
+    the attention maps and every parameter) equal a direct computation over every label of every
+    pair, written from the formulas: the loss reads labels nowhere else."""
     torch.manual_seed(0)
-    module = BiaffinePairScorer(16, 6, 5, True, True, 0.1, 8, 4).eval()
+    n_maps, n_labels, batch, n_units = 6, 5, 3, 7
+    module = BiaffinePairScorer(16, n_maps, n_labels, True, True, 0.0, 8, 4).train()
     for parameter in module.parameters():
-        torch.nn.init.normal_(parameter)
-    batch, n_units = 3, 7
-    hidden = torch.randn(batch, n_units, 16)
-    attention = WordAttention.from_dense(torch.rand(batch, 6, n_units, n_units))
+        torch.nn.init.normal_(parameter, std=0.5)
+    hidden = torch.randn(batch, n_units, 16, requires_grad=True)
+    dense = torch.rand(batch, n_maps, n_units, n_units, requires_grad=True)
     missing = (torch.rand(batch, n_units) > 0.7).float()
     unshared = (torch.rand(batch, n_units, n_units) > 0.7).float()
-    heads = torch.randint(0, n_units, (batch, n_units))
-    heads[:, 0] = heads[-1, -2:] = -1  # the root and padding: not scored
-    with torch.no_grad():
-        full = module(hidden, attention, missing, unshared)
-        arcs, state = module.arc_scores(hidden, attention, missing, unshared)
-        labels = module.label_scores_at(state, heads)
-    torch.testing.assert_close(arcs, full[..., 0], atol=1e-4, rtol=1e-4)
-    chosen = full[torch.arange(batch)[:, None], torch.arange(n_units)[None], heads.clamp(min=0), 1:]
-    scored = heads >= 0
-    torch.testing.assert_close(labels[scored], chosen[scored], atol=1e-3, rtol=1e-4)
-    assert float(labels[~scored].abs().sum()) == 0
+    mask = np.ones((batch, n_units), dtype="float32")
+    mask[-1, -2:] = 0
+    rng = np.random.default_rng(0)
+    gold_heads = np.full((batch, n_units), -1)
+    for b in range(batch):
+        real = int(mask[b].sum())
+        for i in range(1, real):
+            gold_heads[b, i] = rng.choice([j for j in range(real) if j != i])
+    gold_heads[0, 3] = -1  # a word without a usable gold arc
+    gold_labels = np.where(gold_heads >= 0, rng.integers(0, n_labels, size=gold_heads.shape), -1)
+
+    def gradients():
+        named = [("hidden", hidden), ("attention", dense), *module.named_parameters()]
+        grads = {name: tensor.grad.clone() for name, tensor in named if tensor.grad is not None}
+        for _, tensor in named:
+            tensor.grad = None
+        return grads
+
+    arcs, state = module(hidden, WordAttention.from_dense(dense), missing, unshared)
+    labels = module.label_scores_at(state, torch.as_tensor(gold_heads))
+    loss, d_arcs, d_labels = biaffine_loss(
+        arcs.detach().numpy(), labels.detach().numpy(), mask, gold_heads, gold_labels
+    )
+    torch.autograd.backward([arcs, labels], [torch.as_tensor(d_arcs), torch.as_tensor(d_labels)])
+    on_gold_arcs = gradients()
+
+    p = {name: layer(hidden) for name, layer in module.projections.items()}
+    arc = (
+        p["arc_dependent"] @ module.arc_bilinear @ p["arc_head"].transpose(1, 2)
+        + module.arc_head_bias(p["arc_head"])[..., 0][:, None]
+    )
+    label = (
+        torch.einsum("bid,kde,bje->bijk", p["label_dependent"], module.label_bilinear, p["label_head"])
+        + module.label_dependent(p["label_dependent"])[:, :, None]
+        + module.label_head(p["label_head"])[:, None]
+        + module.label_bias
+    )
+    indicators = module.indicators
+    full = (
+        torch.cat([arc[..., None], label], dim=-1)
+        + missing[:, :, None, None] * indicators.missing_dependent
+        + missing[:, None, :, None] * indicators.missing_head
+        + unshared[..., None] * indicators.unshared
+        + torch.einsum("cf,bfij->bijc", module.attention.forward_map, dense)
+        + torch.einsum("cf,bfji->bijc", module.attention.backward_map, dense)
+    )
+    b, i = np.nonzero(gold_heads >= 0)
+    h, k = gold_heads[b, i], gold_labels[b, i]
+    valid = torch.as_tensor(candidate_mask(mask))
+    arc_log_probs = torch.log_softmax(full[..., 0].masked_fill(~valid, -1e9)[b, i], dim=-1)[np.arange(len(b)), h]
+    label_log_probs = torch.log_softmax(full[b, i, h, 1:], dim=-1)[np.arange(len(b)), k]
+    direct = -(arc_log_probs + label_log_probs).mean()
+    direct.backward()
+    every_label = gradients()
+
+    assert loss == pytest.approx(direct.item(), rel=1e-5)
+    assert on_gold_arcs.keys() == every_label.keys() and {"hidden", "attention"} <= on_gold_arcs.keys()
+    for name, grad in every_label.items():
+        torch.testing.assert_close(on_gold_arcs[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_arc_and_label_terms_drop_the_same_attention_maps():
+    """Map dropout is drawn once per pass: the label scores of a sentence lose the maps its arc scores lose."""
+    torch.manual_seed(0)
+    module = BiaffinePairScorer(4, 4, 3, False, True, dropout=0.5, arc_width=4, label_width=4)
+    torch.nn.init.normal_(module.attention.forward_map)
+    torch.nn.init.normal_(module.attention.backward_map)
+    module.requires_grad_(False)
+    dense = torch.zeros(32, 4, 5, 5)
+    dense[:, 2] = torch.rand(32, 5, 5) + 0.1  # only map 2 is non-zero
+    no_flags = torch.zeros(32, 5), torch.zeros(32, 5, 5)
+    heads = torch.randint(0, 5, (32, 5))
+    scored = {}
+    for training in (False, True):
+        module.train(training)
+        arcs, state = module(torch.zeros(32, 5, 4), WordAttention.from_dense(dense), *no_flags)
+        scored[training] = arcs, module.label_scores_at(state, heads)
+    kept = [torch.isclose(dropped, 2 * full).flatten(1).all(1) for dropped, full in zip(scored[True], scored[False])]
+    zeroed = [(dropped == 0).flatten(1).all(1) for dropped in scored[True]]
+    assert kept[0].tolist() == kept[1].tolist()
+    assert bool((kept[0] | zeroed[0]).all()) and bool((kept[1] | zeroed[1]).all())
+    assert 0 < int(kept[0].sum()) < 32
 
 
 def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():

@@ -16,7 +16,7 @@ from spacy.vocab import Vocab
 from thinc.api import Model
 
 from ..core.decoding import DECODERS, decode_batch
-from ..core.objectives import arc_log_scores, best_labels, parser_loss
+from ..core.objectives import arc_log_scores, best_labels, biaffine_loss, paper_loss
 from ..core.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.parser_model import ParseScores
 from .base import PairScoringPipe, default_model, prepare_process
@@ -143,12 +143,11 @@ class PairAttParser(PairScoringPipe):
 
     def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
         """Loss over all gold words of the batch (their mean or sum: loss_reduction), and its gradient
-        for each chunk."""
+        for each chunk: d scores, or (d arcs, d labels on the gold arcs) with the biaffine scorer."""
         examples = list(examples)
-        if any(parse.labels_at is not None for parse in parses):
+        if not all(parse.trainable for parse in parses):
             raise ValueError(
-                "get_loss needs the training-time scores of every label (model.begin_update(docs)); "
-                "model.predict scores labels only on the decoded arcs"
+                "get_loss needs the training-time scores (model.begin_update(docs)); model.predict's have no gradient"
             )
         for index, example in enumerate(examples):
             validate_gold_parse(example, index, self.labels, source="batch")
@@ -156,10 +155,21 @@ class PairAttParser(PairScoringPipe):
         golds = [self._gold_arrays(examples, parse, aligned) for parse in parses]
         n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1) if self.loss_reduction == "mean" else 1
         losses = [
-            parser_loss(parse.scores, parse.mask, gold_heads, gold_labels, self.mode, n_words=n_known)
+            self._chunk_loss(parse, gold_heads, gold_labels, n_known)
             for parse, (gold_heads, gold_labels) in zip(parses, golds)
         ]
         return sum(loss for loss, _ in losses), [d_chunk for _, d_chunk in losses]
+
+    @staticmethod
+    def _chunk_loss(parse: ParseScores, gold_heads: np.ndarray, gold_labels: np.ndarray, n_words: int):
+        """(loss, gradient) of one chunk; the biaffine scorer's labels are scored on the gold arcs only."""
+        if parse.labels_at is None:
+            return paper_loss(parse.scores, parse.mask, gold_heads, gold_labels, n_words)
+        label_scores = parse.labels_at(gold_heads)
+        loss, d_arcs, d_labels = biaffine_loss(
+            parse.scores[..., 0], label_scores, parse.mask, gold_heads, gold_labels, n_words
+        )
+        return loss, (d_arcs[..., None], d_labels)
 
     def _gold_arrays(self, examples: List[Example], parse: ParseScores, aligned: Dict[int, Tuple]):
         """(B, N) gold head units and label ids; -1 where the gold data has no usable arc.

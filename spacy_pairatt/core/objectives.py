@@ -34,53 +34,68 @@ def arc_log_scores(scores: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarra
     return np.where(valid, arcs, NEG_INF)
 
 
-def parser_loss(
-    scores: np.ndarray,
+def _gold_words(gold_heads: np.ndarray, n_words: Optional[int]) -> Tuple[np.ndarray, np.ndarray, int]:
+    """(sentence, unit) indices of the words with a gold arc, and what a loss is averaged over."""
+    b_idx, i_idx = np.nonzero(gold_heads >= 0)
+    return b_idx, i_idx, max(len(b_idx) if n_words is None else n_words, 1)
+
+
+def softmax_rows_loss(logits: np.ndarray, targets: np.ndarray) -> Tuple[float, np.ndarray]:
+    """Summed cross-entropy of each row of logits (R, C) against its target column, and its gradient."""
+    log_probs = log_softmax(logits, axis=-1)
+    rows = np.arange(len(targets))
+    grad = np.exp(log_probs)
+    grad[rows, targets] -= 1
+    return -float(log_probs[rows, targets].sum()), grad
+
+
+def paper_loss(
+    scores: np.ndarray, mask: np.ndarray, gold_heads: np.ndarray, gold_labels: np.ndarray, n_words: Optional[int] = None
+) -> Tuple[float, np.ndarray]:
+    """Meng et al.'s loss over (B, N, N, 1 + K) scores and its gradient, averaged over gold words.
+
+    One (1 + K)-way softmax per candidate pair of a gold word, NONE for every pair but the gold arc
+    (summed over a word's candidates). n_words: what to average over, when these scores are one
+    chunk of a larger batch (default: the gold words here).
+    """
+    valid = candidate_mask(mask)
+    b_idx, i_idx, n_known = _gold_words(gold_heads, n_words)
+    targets = np.zeros(scores.shape[:3], dtype="int64")
+    targets[b_idx, i_idx, gold_heads[b_idx, i_idx]] = 1 + gold_labels[b_idx, i_idx]
+    pair_weight = (valid & (gold_heads >= 0)[:, :, None]).astype(scores.dtype)
+    log_probs = log_softmax(scores, axis=-1)
+    picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+    loss = -(picked * pair_weight).sum()
+    grad = np.exp(log_probs)
+    np.put_along_axis(grad, targets[..., None], np.take_along_axis(grad, targets[..., None], -1) - 1, -1)
+    d_scores = grad * pair_weight[..., None]
+    return float(loss) / n_known, (d_scores / n_known).astype(scores.dtype, copy=False)
+
+
+def biaffine_loss(
+    arc_scores: np.ndarray,
+    label_scores: np.ndarray,
     mask: np.ndarray,
     gold_heads: np.ndarray,
     gold_labels: np.ndarray,
-    mode: str,
     n_words: Optional[int] = None,
-) -> Tuple[float, np.ndarray]:
-    """Cross-entropy loss and its gradient with respect to `scores`, averaged over gold words.
+) -> Tuple[float, np.ndarray, np.ndarray]:
+    """Dozat & Manning's loss and its gradients, averaged over gold words: a softmax over the
+    candidate heads of each word, plus a label softmax on its gold arc.
 
-    n_words: what to average over, when these scores are one chunk of a larger batch (default:
-    the gold words here).
-
-    biaffine: softmax over candidate heads for each word plus a label softmax on the gold arc.
-    paper: one (1 + K)-way softmax per candidate pair, NONE for every pair but the gold arc
-    (summed over a word's candidates, then averaged over words).
+    arc_scores (B, N, N); label_scores (B, N, K) the label scores of each unit's gold arc
+    gold_heads[b, i] -> i (what the scorer's `label_scores_at(gold_heads)` gives). Returns the
+    loss, d arc_scores and d label_scores. n_words: as in `paper_loss`.
     """
     valid = candidate_mask(mask)
-    known = gold_heads >= 0
-    n_known = max(int(known.sum()) if n_words is None else n_words, 1)
-    b_idx, i_idx = np.nonzero(known)
-    h_idx = gold_heads[b_idx, i_idx]
-    l_idx = gold_labels[b_idx, i_idx]
-    d_scores = np.zeros_like(scores)
-    if mode == "paper":
-        targets = np.zeros(scores.shape[:3], dtype="int64")
-        targets[b_idx, i_idx, h_idx] = 1 + l_idx
-        pair_weight = (valid & known[:, :, None]).astype(scores.dtype)
-        log_probs = log_softmax(scores, axis=-1)
-        picked = np.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
-        loss = -(picked * pair_weight).sum()
-        grad = np.exp(log_probs)
-        np.put_along_axis(grad, targets[..., None], np.take_along_axis(grad, targets[..., None], -1) - 1, -1)
-        d_scores = grad * pair_weight[..., None]
-    else:
-        arc_logits = np.where(valid, scores[..., 0], NEG_INF)
-        arc_log_probs = log_softmax(arc_logits[b_idx, i_idx], axis=-1)  # (n_known, N)
-        loss = -arc_log_probs[np.arange(len(b_idx)), h_idx].sum()
-        arc_grad = np.exp(arc_log_probs)
-        arc_grad[np.arange(len(b_idx)), h_idx] -= 1
-        d_scores[b_idx, i_idx, :, 0] = arc_grad * valid[b_idx, i_idx]
-        label_log_probs = log_softmax(scores[b_idx, i_idx, h_idx, 1:], axis=-1)
-        loss -= label_log_probs[np.arange(len(b_idx)), l_idx].sum()
-        label_grad = np.exp(label_log_probs)
-        label_grad[np.arange(len(b_idx)), l_idx] -= 1
-        d_scores[b_idx, i_idx, h_idx, 1:] = label_grad
-    return float(loss) / n_known, (d_scores / n_known).astype(scores.dtype, copy=False)
+    b_idx, i_idx, n_known = _gold_words(gold_heads, n_words)
+    arc_logits = np.where(valid[b_idx, i_idx], arc_scores[b_idx, i_idx], NEG_INF)  # (gold words, N)
+    arc_loss, arc_grad = softmax_rows_loss(arc_logits, gold_heads[b_idx, i_idx])
+    label_loss, label_grad = softmax_rows_loss(label_scores[b_idx, i_idx], gold_labels[b_idx, i_idx])
+    d_arcs, d_labels = np.zeros_like(arc_scores), np.zeros_like(label_scores)
+    d_arcs[b_idx, i_idx] = arc_grad * valid[b_idx, i_idx]
+    d_labels[b_idx, i_idx] = label_grad
+    return (arc_loss + label_loss) / n_known, d_arcs / n_known, d_labels / n_known
 
 
 def best_labels(

@@ -2,11 +2,12 @@
 
 The scorer's torch module pools each chunk from the transformer's windows itself
 (`torch_scorers.PooledPairScorer`), so the windows stay on their device and only the scores go
-to the host (at inference only the arc scores, and the label scores of the decoded arcs).
+to the host; with the biaffine scorer these are the arc scores and the label scores of one arc
+per word (the gold arc in training, the decoded one at inference).
 """
 
 from dataclasses import dataclass
-from typing import Callable, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -27,7 +28,8 @@ def build_pair_scorer(
     label_width: int = 128,
     dropout: float = 0.1,
 ) -> Model[PairBatch, np.ndarray]:
-    """Registered as `spacy-pairatt.PairScorer.v1`: scores (B, N, N, 1 + K) for a PairBatch.
+    """Registered as `spacy-pairatt.PairScorer.v1`: scores for a PairBatch, (B, N, N, 1 + K) in mode
+    "paper", ArcScores in mode "biaffine".
 
     mode "paper" is Meng et al.'s eq. 5 (one linear layer, NONE + K classes per pair); "biaffine"
     is Dozat & Manning's arc and label scorer with the attention terms added. The flags make the
@@ -97,10 +99,12 @@ def init(model: Model, X=None, Y=None) -> None:
 
 @dataclass
 class ArcScores:
-    """What the biaffine scorer returns at inference: arc scores now, label scores on demand.
+    """What the biaffine scorer returns: arc scores now, label scores on demand.
 
-    arcs: (B, N, N, 1), channel 0 of the training-time scores; labels_at(heads) gives the
-    (B, N, K) label scores of the arcs heads[b, i] -> i, so labels are scored only on decoded arcs.
+    arcs: (B, N, N, 1); labels_at(heads) gives the (B, N, K) label scores of the arcs
+    heads[b, i] -> i (units with heads[b, i] = -1 get zeros): the gold arcs in training, the decoded
+    arcs at inference. The backprop of begin_update takes (d_arcs, d_labels): the gradient of
+    `arcs` and of what the last labels_at call returned (d_labels None if it was not called).
     """
 
     arcs: np.ndarray
@@ -108,27 +112,47 @@ class ArcScores:
 
 
 def forward(model: Model, batch: PairBatch, is_train: bool):
-    if is_train or model.attrs["mode"] != "biaffine":
-        return model.layers[0](batch, is_train)
-    return _predict_arcs(model, batch), _no_backprop
+    if model.attrs["mode"] == "biaffine":
+        return _biaffine_scores(model, batch, is_train)
+    return model.layers[0](batch, is_train)
 
 
 def _no_backprop(d_scores):
     raise ValueError("the inference-time biaffine scores have no gradient: call the scorer with is_train=True")
 
 
-def _predict_arcs(model: Model, batch: PairBatch) -> ArcScores:
+def _biaffine_scores(model: Model, batch: PairBatch, is_train: bool):
+    """ArcScores and their backprop, the torch module called directly rather than through the
+    PyTorchWrapper (one tensor out, one gradient in): the labels are scored in a second call, on arcs
+    known only after the arcs are scored (gold ones in the loss, decoded ones at inference)."""
     module = torch_module(model)
-    module.eval()  # the wrapper is bypassed here, so dropout is switched off here too
-    with torch.no_grad():
-        inputs, _ = _batch_to_torch(model, batch, is_train=False)
-        arcs, state = module.arc_scores(*inputs.args)
+    module.train(is_train)  # the wrapper's shim would do this; at inference it switches dropout off
+    with torch.set_grad_enabled(is_train):
+        inputs, grads_to_windows = _batch_to_torch(model, batch, is_train)
+        arcs, state = module(*inputs.args)
+    last_labels: List[torch.Tensor] = []
 
     def labels_at(heads: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return _to_numpy(module.label_scores_at(state, torch.as_tensor(heads, device=arcs.device)))
+        with torch.set_grad_enabled(is_train):
+            labels = module.label_scores_at(state, torch.as_tensor(heads, device=arcs.device))
+        last_labels[:] = [labels]
+        return _to_numpy(labels)
 
-    return ArcScores(_to_numpy(arcs)[..., None], labels_at)
+    if not is_train:
+        return ArcScores(_to_numpy(arcs)[..., None], labels_at), _no_backprop
+
+    def backprop(d_scores: Tuple[np.ndarray, Optional[np.ndarray]]) -> WindowGradients:
+        d_arcs, d_labels = d_scores
+        tensors, gradients = [arcs], [xp2torch(d_arcs[..., 0], device=arcs.device)]
+        if d_labels is not None:
+            tensors.append(last_labels[0])
+            gradients.append(xp2torch(d_labels, device=arcs.device))
+        torch.autograd.backward(tensors, gradients)
+        hidden, attention = inputs.args[:2]
+        d_attention = None if attention is None else [bucket.grad for bucket in attention]
+        return grads_to_windows(ArgsKwargs(args=(hidden.grad, d_attention), kwargs={}))
+
+    return ArcScores(_to_numpy(arcs)[..., None], labels_at), backprop
 
 
 def torch_module(model: Model) -> PooledPairScorer:

@@ -19,15 +19,17 @@ class ParseScores:
     """Pair scores for one chunk of sentences of similar length (the model returns a list).
 
     sentences: (doc index, first token, number of words) per row of `scores`;
-    scores: (B, N, N, 1 + K) from the pair scorer, or (B, N, N, 1) arc scores at inference with a
-    biaffine scorer, whose label scores come from labels_at(heads) for the decoded (B, N) heads;
-    mask: (B, N) real units, root included.
+    scores: (B, N, N, 1 + K) from the paper's pair scorer, or (B, N, N, 1) arc scores from the
+    biaffine one, whose label scores come from labels_at(heads) for (B, N) heads (gold in training,
+    decoded at inference); mask: (B, N) real units, root included; trainable: made by
+    begin_update, so the loss may be taken (model.predict's scores have no gradient).
     """
 
     sentences: List[Tuple[int, int, int]]
     scores: np.ndarray
     mask: np.ndarray
     labels_at: Optional[Callable[[np.ndarray], np.ndarray]] = None
+    trainable: bool = False
 
     def label_scores(self, heads: np.ndarray) -> np.ndarray:
         """(B, N, K) label scores of the arcs heads[b, i] -> i; units without a head (-1) are not scored."""
@@ -86,15 +88,15 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
     scored, backprop_windows = score_chunks(
         scorer, windows, groups, model.attrs["max_pairs_per_chunk"], is_train, attention_requires_grad
     )
-    outputs = [parse_scores([sentences[i] for i in chunk], scores, mask) for chunk, scores, mask in scored]
+    outputs = [parse_scores([sentences[i] for i in chunk], scores, mask, is_train) for chunk, scores, mask in scored]
 
-    def backprop(d_scores: List[np.ndarray]) -> List[Doc]:
+    def backprop(d_scores: List) -> List[Doc]:
         return backprop_trf(transformer_gradients(model, trf_datas, windows, backprop_windows(d_scores)))
 
     return outputs, backprop
 
 
-def parse_scores(sentences: List[Tuple[int, int, int]], scores, mask: np.ndarray) -> ParseScores:
+def parse_scores(sentences: List[Tuple[int, int, int]], scores, mask: np.ndarray, trainable: bool) -> ParseScores:
     if isinstance(scores, ArcScores):
-        return ParseScores(sentences, scores.arcs, mask, scores.labels_at)
-    return ParseScores(sentences, scores, mask)
+        return ParseScores(sentences, scores.arcs, mask, scores.labels_at, trainable)
+    return ParseScores(sentences, scores, mask, trainable=trainable)

@@ -59,10 +59,11 @@ def score_chunks(
     max_pairs: int,
     is_train: bool,
     attention_requires_grad: bool = False,
-) -> Tuple[List[Tuple[List[int], object, np.ndarray]], Callable[[List[np.ndarray]], WindowGradients]]:
+) -> Tuple[List[Tuple[List[int], object, np.ndarray]], Callable[[List], WindowGradients]]:
     """[(group indices, scores, mask (B, N))] per chunk, and the backprop.
 
-    The backprop takes one d_scores array per chunk and returns the summed WindowGradients.
+    The backprop takes one d_scores per chunk (what the scorer's own backprop takes: an array, or
+    (d arcs, d labels) for the biaffine scorer) and returns the summed WindowGradients.
     """
     chunks = length_chunks(groups.n_units, max_pairs)
     outputs, backprops = [], []
@@ -72,7 +73,7 @@ def score_chunks(
         outputs.append((chunk, scores, batch.mask))
         backprops.append(backprop_scores)
 
-    def backprop(d_scores: List[np.ndarray]) -> WindowGradients:
+    def backprop(d_scores: List) -> WindowGradients:
         total = WindowGradients(torch.zeros_like(windows.hidden))
         for backprop_scores, d_chunk in zip(backprops, d_scores):
             d_batch = backprop_scores(d_chunk)
