@@ -81,7 +81,6 @@ setup(
         ],
         "spacy_readers": [
             "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
-            "spacy-pairatt.SentenceGroupsCorpus.v1 = spacy_pairatt.corpora.readers:make_sentence_groups_corpus",
         ],
         "spacy_misc": [
             "spacy-pairatt.minilm_path.v1 = spacy_pairatt.core.encoders:make_minilm_path",

@@ -1,15 +1,12 @@
-"""Corpus readers.
+"""Corpus readers for the relation component: gold tokens and gold candidate spans on the predicted side.
 
-- `spacy-pairatt.GoldSpansCorpus.v1`, for the relation component: relation extraction on SemEval
-  and DocRED is evaluated with the entities given, so the Doc the pipeline sees must carry the
-  reference's tokens, sentence starts and candidate spans (not its relations). spaCy's own
-  `spacy.Corpus.v1` gives the pipeline only the raw text.
-- `spacy-pairatt.SentenceGroupsCorpus.v1`, for sentence segmentation: multi-sentence Docs from a
-  corpus of one sentence per Doc, in more than one grouping.
+Relation extraction on SemEval and DocRED is evaluated with the entities given, so the Doc the
+pipeline sees must carry the reference's tokens, sentence starts and candidate spans (not its
+relations). spaCy's own `spacy.Corpus.v1` gives the pipeline only the raw text.
 """
 
 from pathlib import Path
-from typing import Callable, Iterator, List, Sequence, Union
+from typing import Callable, Iterator, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, Span
@@ -56,39 +53,3 @@ def with_candidate_spans(reference: Doc, spans_key: str) -> Doc:
     else:
         doc.spans[spans_key] = spans
     return doc
-
-
-def make_sentence_groups_corpus(
-    path: Union[str, Path], n_sents: int = 10, offsets: Sequence[int] = (0,)
-) -> Callable[[Language], Iterator[Example]]:
-    """Registered as `spacy-pairatt.SentenceGroupsCorpus.v1`: Docs of `n_sents` consecutive sentences
-    of a .spacy file of one sentence per Doc (`spacy convert --n-sents 1`), once per offset.
-
-    Offset 0 groups as `spacy convert --n-sents N` does; offset k starts with a Doc of the first k
-    sentences, so that the sentences that open a Doc at offset 0 (where a senter learns nothing:
-    a Doc's first token always starts a sentence) follow another sentence at offset k. The
-    predicted side is the reference's text, as in `spacy.Corpus.v1`.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise ValueError(f"SentenceGroupsCorpus: no such file {str(path)!r}")
-    if n_sents < 1 or not offsets or any(not 0 <= offset < n_sents for offset in offsets):
-        raise ValueError(
-            f"SentenceGroupsCorpus: n_sents must be at least 1 and offsets a non-empty list of values in "
-            f"[0, n_sents), got n_sents={n_sents}, offsets={list(offsets)}"
-        )
-
-    def read(nlp: Language) -> Iterator[Example]:
-        sentences = list(DocBin().from_disk(path).get_docs(nlp.vocab))
-        for offset in offsets:
-            for group in sentence_groups(len(sentences), n_sents, offset):
-                reference = Doc.from_docs([sentences[index] for index in group], ensure_whitespace=True)
-                yield Example(nlp.make_doc(reference.text), reference)
-
-    return read
-
-
-def sentence_groups(n_sentences: int, n_sents: int, offset: int) -> List[range]:
-    """Consecutive groups of n_sents sentence indices, the first of `offset` (when > 0)."""
-    starts = ([0] if offset else []) + list(range(offset, n_sentences, n_sents))
-    return [range(start, min(end, n_sentences)) for start, end in zip(starts, starts[1:] + [n_sentences])]

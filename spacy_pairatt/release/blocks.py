@@ -133,8 +133,10 @@ def relations_memory_block(results: Results) -> str:
     table = bench_table_module(results)
     data = results.json(RELATIONS_MEMORY_FILE)
     text = "" if data is None or table is None else subsection(table.relations_memory_lines(data)) + "\n\n"
+    # pairatt_rel's figures ("relations"), though a bench script makes them: what changes the parser's
+    # bench (its training step, say) leaves them as they are.
     return text + source_note(
-        results, [(RELATIONS_MEMORY_FILE, "bench")], "python -m spacy project run bench-relations-memory"
+        results, [(RELATIONS_MEMORY_FILE, "relations")], "python -m spacy project run bench-relations-memory"
     )
 
 
