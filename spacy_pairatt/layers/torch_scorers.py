@@ -379,18 +379,5 @@ class PooledPairScorer(nn.Module):
     def forward(self, window_hidden, window_attention, alignment: BlockAlignment):
         return self.scorer(*self.pooled(window_hidden, window_attention, alignment))
 
-    def _label_bilinear(self, dependent_vectors: torch.Tensor, head_vectors: torch.Tensor) -> torch.Tensor:
-        """(R, K) d_r @ U_k @ h_r for R (dependent, head) rows.
-
-        Measured on 2 CPU cores (R = 1,500, K = 50, E = 128): torch's `bilinear` takes 13 ms forward,
-        half the time of two matmuls, but its backward (trilinear) 1.6 s against their 60 ms. So
-        inference (no autograd) uses `bilinear`, training the matmuls.
-        """
-        if not torch.is_grad_enabled():
-            return nn.functional.bilinear(dependent_vectors, head_vectors, self.label_bilinear)
-        n_labels, width, _ = self.label_bilinear.shape
-        right = nn.functional.linear(head_vectors, self.label_bilinear.view(n_labels * width, width))  # (R, K*E)
-        return torch.bmm(right.view(-1, n_labels, width), dependent_vectors[:, :, None])[..., 0]
-
     def label_scores_at(self, state, heads: torch.Tensor) -> torch.Tensor:
         return self.scorer.label_scores_at(state, heads)
