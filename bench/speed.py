@@ -139,7 +139,7 @@ PROFILE_PARTS = {
     "windows stacked (features.window_batch)": ("spacy_pairatt/core/features.py", "window_batch"),
     "alignment indices (alignment.align_blocks)": ("spacy_pairatt/core/alignment.py", "align_blocks"),
     "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
-    "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_predict_arcs"),
+    "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_biaffine_scores"),
     "pair scorer (labels on decoded arcs)": ("spacy_pairatt/layers/pair_scorer.py", "labels_at"),
     "MST decoding": ("spacy_pairatt/core/decoding.py", "decode_batch"),
     "set_annotations": ("spacy_pairatt/components/parser.py", "set_annotations"),
@@ -157,9 +157,10 @@ def profile_summary(pairatt, docs, batch_size: int) -> Dict:
     total = max(cumulative for (_, _, _, cumulative, _) in stats.values())
     parts = {}
     for label, (path, function) in PROFILE_PARTS.items():
-        parts[label] = round(
-            sum(v[3] for (file, _, name), v in stats.items() if file.endswith(path) and name == function), 3
-        )
+        seen = [v[3] for (file, _, name), v in stats.items() if file.endswith(path) and name == function]
+        if not seen:
+            raise ValueError(f"PROFILE_PARTS: {path}:{function} ({label!r}) never ran; was it renamed?")
+        parts[label] = round(sum(seen), 3)
     return {"seconds_total": round(total, 3), "seconds_cumulative": parts}
 
 

@@ -107,6 +107,23 @@ def test_a_file_without_provenance_is_dated_by_its_commit(tmp_path, monkeypatch)
     assert "**no provenance recorded**, committed 2026-11-22" in note and "**Stale**" in note
 
 
+def test_the_training_cost_block_gives_each_run_and_the_memory_verdict(tmp_path, monkeypatch):
+    from spacy_pairatt.release.blocks import training_cost_block
+
+    monkeypatch.setattr(Results, "committed", lambda self, path: None)
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "parser_minilm.cfg").write_text("[training]\nmax_steps = 800\n")
+    command = "python -m spacy train configs/parser_minilm.cfg --output training/pairatt --training.max_steps 400"
+    cost = {"command": command, "wall_seconds": 1000.0, "cpu_seconds": 1900.0, "peak_rss_mb": 2048.0}
+    write(tmp_path, "results/train_pairatt_cost.json", cost)
+    block = training_cost_block(Results(tmp_path))
+    assert "| pairatt_parser (`configs/parser_minilm.cfg`) | 400 | 16.7 | 2.50 | 1,900 | 2,048 |" in block
+    assert "2,048 MB, met" in block and f"`{command}`" in block
+    assert "not measured yet: `results/train_transition_cost.json`" in block
+    write(tmp_path, "results/train_pairatt_cost.json", cost | {"peak_rss_mb": 8300.0})
+    assert "8,300 MB, **not met**" in training_cost_block(Results(tmp_path))
+
+
 def test_regenerate_writes_blocks_and_check_names_the_ones_that_differ(tmp_path, monkeypatch):
     monkeypatch.setattr(docs_tables, "BLOCKS", {"figure": lambda results: f"{results.json('results/x.json')['v']}\n"})
     write(tmp_path, "results/x.json", {"v": 1})

@@ -7,6 +7,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..evaluation.parser_eval import percent, results_table
 from .results import Results, source_note
+from .ud_blocks import trained_steps
 
 COMPARE_ROWS = (
     ("pairatt_parser", "dev", "results/pairatt_dev.json", "parser"),
@@ -123,6 +124,43 @@ def bench_block(results: Results) -> str:
             sections.append(subsection(getattr(table, render)(data)))
     text = "\n\n".join(sections) + "\n\n" if sections else ""
     return text + source_note(results, BENCH_FILES, "python -m spacy project run bench")
+
+
+# `compare`'s two trainings, and issue 15's bar on the first: peak RSS of the default config's training.
+TRAINING_COST_FILES = (
+    ("pairatt_parser (`configs/parser_minilm.cfg`)", "results/train_pairatt_cost.json", "parser"),
+    ("transition parser (`configs/transition_minilm.cfg`)", "results/train_transition_cost.json", "transition"),
+)
+TRAINING_PEAK_RSS_BAR_MB = 4096
+
+
+def training_cost_block(results: Results) -> str:
+    """Steps, wall and CPU time and peak RSS of training each parser `compare` trains (docs/performance.md)."""
+    lines = [
+        "| training | steps | wall (min) | s/step | CPU (s) | peak RSS (MB) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for what, path, _ in TRAINING_COST_FILES:
+        cost = results.json(path)
+        if cost is not None:
+            steps = trained_steps(cost["command"], results.root)
+            lines.append(
+                f"| {what} | {steps} | {cost['wall_seconds'] / 60:.1f} | {cost['wall_seconds'] / steps:.2f} | "
+                f"{cost['cpu_seconds']:,.0f} | {cost['peak_rss_mb']:,.0f} |"
+            )
+    pairatt = results.json(TRAINING_COST_FILES[0][1])
+    if pairatt is not None:
+        met = pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB
+        lines += [
+            "",
+            f"Peak RSS of the pairatt_parser training ≤ {TRAINING_PEAK_RSS_BAR_MB:,} MB (issue 15): "
+            f"{pairatt['peak_rss_mb']:,.0f} MB, {'met' if met else '**not met**'}. Commands as run: "
+            + "; ".join(
+                f"`{cost['command']}`" for cost in map(results.json, (p for _, p, _ in TRAINING_COST_FILES)) if cost
+            ),
+        ]
+    sources = [(path, kind) for _, path, kind in TRAINING_COST_FILES]
+    return "\n".join(lines) + "\n\n" + source_note(results, sources, "python -m spacy project run compare")
 
 
 RELATIONS_MEMORY_FILE = "results/bench_relations_memory.json"

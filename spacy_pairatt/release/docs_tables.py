@@ -26,6 +26,7 @@ from .blocks import (
     relations_memory_block,
     segmentation_block,
     tokenizer_block,
+    training_cost_block,
 )
 from .curve_blocks import attention_curve_block, attention_curve_summary_block
 from .footprint import requirements_block
@@ -44,6 +45,7 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "relations": relations_block,
     "bench": bench_block,
     "gpu": gpu_block,
+    "training-cost": training_cost_block,
     "relations-memory": relations_memory_block,
     "ablation": ablation_block,
     "ablation-lr": ablation_learning_rate_block,
