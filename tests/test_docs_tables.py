@@ -124,6 +124,19 @@ def test_the_training_cost_block_gives_each_run_and_the_memory_verdict(tmp_path,
     assert "8,300 MB, **not met**" in training_cost_block(Results(tmp_path))
 
 
+def test_a_table_of_rows_timed_on_different_days_says_so(tmp_path, monkeypatch):
+    from spacy_pairatt.release.blocks import speed_days_note
+
+    monkeypatch.setattr(Results, "committed", lambda self, path: None)
+    write(tmp_path, "results/a.json", {"provenance": {"created": "2026-11-25T10:00:00+00:00"}})
+    write(tmp_path, "results/b.json", {"provenance": {"created": "2026-11-25T23:00:00+00:00"}})
+    write(tmp_path, "results/c.json", {"provenance": {"created": "2026-11-26T01:00:00+00:00"}})
+    results = Results(tmp_path)
+    assert speed_days_note(results, [("results/a.json", "parser"), ("results/b.json", "transition")]) == ""
+    note = speed_days_note(results, [("results/a.json", "parser"), ("results/c.json", "transition")])
+    assert "same day (these: 2026-11-25, 2026-11-26)" in note
+
+
 def test_regenerate_writes_blocks_and_check_names_the_ones_that_differ(tmp_path, monkeypatch):
     monkeypatch.setattr(docs_tables, "BLOCKS", {"figure": lambda results: f"{results.json('results/x.json')['v']}\n"})
     write(tmp_path, "results/x.json", {"v": 1})

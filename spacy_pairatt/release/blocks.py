@@ -30,7 +30,21 @@ def evaluation_block(results: Results, rows, command: str) -> str:
         if results.json(path) is not None
     ]
     table = results_table(present) + "\n" if present else ""
-    return table + source_note(results, [(path, kind) for *_, path, kind in rows], command)
+    sources = [(path, kind) for *_, path, kind in rows]
+    return table + speed_days_note(results, sources) + source_note(results, sources, command)
+
+
+def speed_days_note(results: Results, sources: Sequence[Tuple[str, str]]) -> str:
+    """A warning when a table's words/s were measured on different days: on the machine these runs
+    share, the transformer alone has timed more than twice as fast one day as the day before
+    (`results/bench_speed.json` at 8482764 and 87946d3), so only rows of one day compare."""
+    days = sorted({made.date[:10] for made in (results.made(*source) for source in sources) if made.date})
+    if len(days) < 2:
+        return ""
+    return (
+        f"*words/s compare only between rows made on the same day (these: {', '.join(days)}); "
+        "interleaved timings: results/bench.md.*\n\n"
+    )
 
 
 def compare_block(results: Results) -> str:
