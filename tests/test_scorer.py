@@ -136,6 +136,10 @@ def test_biaffine_loss_gradients_match_finite_differences():
     assert np.abs(d_arcs[1, 3]).sum() == 0 and np.abs(d_arcs[:, 0]).sum() == 0
     assert d_arcs[1, 1, 3] == 0 and d_arcs[0, 2, 2] == 0
     assert np.abs(d_labels[1, 3]).sum() == 0 and np.abs(d_labels[:, 0]).sum() == 0
+    # a chunk without a gold arc (all -1) adds nothing, rather than failing or dividing by zero
+    none = np.full_like(LOSS_GOLD_HEADS, -1)
+    loss, d_arcs, d_labels = biaffine_loss(arcs, labels, LOSS_MASK, none, none)
+    assert loss == 0 and not d_arcs.any() and not d_labels.any()
 
 
 def test_arc_scores_mask_impossible_arcs_and_labels_respect_root():

@@ -150,18 +150,18 @@ TRAINING_PEAK_RSS_BAR_MB = 4096
 
 def training_cost_block(results: Results) -> str:
     """Steps, wall and CPU time and peak RSS of training each parser `compare` trains (docs/performance.md)."""
+    runs = [(what, results.json(path)) for what, path, _ in TRAINING_COST_FILES]
+    runs = [(what, cost) for what, cost in runs if cost is not None]
     lines = [
         "| training | steps | wall (min) | s/step | CPU (s) | peak RSS (MB) |",
         "|---|---|---|---|---|---|",
     ]
-    for what, path, _ in TRAINING_COST_FILES:
-        cost = results.json(path)
-        if cost is not None:
-            steps = trained_steps(cost["command"], results.root)
-            lines.append(
-                f"| {what} | {steps} | {cost['wall_seconds'] / 60:.1f} | {cost['wall_seconds'] / steps:.2f} | "
-                f"{cost['cpu_seconds']:,.0f} | {cost['peak_rss_mb']:,.0f} |"
-            )
+    for what, cost in runs:
+        steps = trained_steps(cost["command"], results.root)
+        lines.append(
+            f"| {what} | {steps} | {cost['wall_seconds'] / 60:.1f} | {cost['wall_seconds'] / steps:.2f} | "
+            f"{cost['cpu_seconds']:,.0f} | {cost['peak_rss_mb']:,.0f} |"
+        )
     pairatt = results.json(TRAINING_COST_FILES[0][1])
     if pairatt is not None:
         met = pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB
@@ -169,9 +169,7 @@ def training_cost_block(results: Results) -> str:
             "",
             f"Peak RSS of the pairatt_parser training ≤ {TRAINING_PEAK_RSS_BAR_MB:,} MB (issue 15): "
             f"{pairatt['peak_rss_mb']:,.0f} MB, {'met' if met else '**not met**'}. Commands as run: "
-            + "; ".join(
-                f"`{cost['command']}`" for cost in map(results.json, (p for _, p, _ in TRAINING_COST_FILES)) if cost
-            ),
+            + "; ".join(f"`{cost['command']}`" for _, cost in runs),
         ]
     sources = [(path, kind) for _, path, kind in TRAINING_COST_FILES]
     return "\n".join(lines) + "\n\n" + source_note(results, sources, "python -m spacy project run compare")
