@@ -182,9 +182,14 @@ def test_batched_pooling_equals_the_direct_computation(batch):
         np.testing.assert_allclose(dense[g, :, :n, :n].numpy(), expected_attention, atol=1e-5)
         np.testing.assert_array_equal(alignment.shared[g, :n, :n].numpy(), expected_shared)
         assert alignment.missing[g, :n].tolist() == expected_missing
-    # What the scorer reads without the dense maps: projections and the maps at chosen pairs.
-    weights = torch.randn(2, dense.shape[1], dtype=torch.float64)
-    torch.testing.assert_close(words.project(weights), torch.einsum("cf,sfij->scij", weights, dense))
+    # What the scorer reads without the dense maps: projections (fewer outputs than maps project the
+    # wordpiece maps first, more pool first; shared or per-group weights) and the maps at chosen pairs.
+    n_groups, n_maps = dense.shape[:2]
+    for shape in ((2, n_maps), (6, n_maps), (n_groups, 2, n_maps), (n_groups, 6, n_maps)):
+        weights = torch.randn(*shape, dtype=torch.float64)
+        equation = "cf,sfij->scij" if len(shape) == 2 else "scf,sfij->scij"
+        expected = torch.einsum(equation, weights, dense)
+        torch.testing.assert_close(words.project(weights), expected)
     heads = torch.randint(0, dense.shape[-1], (dense.shape[0], dense.shape[-1]))
     to_head, from_head = words.at_pairs(heads)
     s, i = torch.meshgrid(torch.arange(dense.shape[0]), torch.arange(dense.shape[-1]), indexing="ij")
@@ -207,8 +212,9 @@ def test_gradients_match_finite_differences():
         attention = tuple(torch.tensor(rng.random(size=(n, 5, 2, 5)), requires_grad=True) for n in (1, 2))
         assert torch.autograd.gradcheck(lambda h: pool_hidden(h, alignment), (hidden,))
         assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).dense(), attention)
-        weights = torch.randn(3, 2, dtype=torch.float64)
-        assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).project(weights), attention)
+        for weights in (torch.randn(3, 2), torch.randn(1, 2), torch.randn(alignment.n_groups, 1, 2)):
+            weights = weights.double()
+            assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).project(weights), attention)
         heads = torch.zeros(1, alignment.n_units, dtype=torch.int64)
         assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).at_pairs(heads), attention)
 

@@ -36,8 +36,10 @@ def separate_windows(n_entities: int, positions: int = 6):
 
 
 def random_attention(alignment, generator) -> WordAttention:
-    n_blocks, n_block_units = alignment.unit_of.shape
-    return WordAttention(torch.rand(n_blocks, N_MAPS, n_block_units, n_block_units, generator=generator), alignment)
+    """Random maps for every window of the alignment, in one bucket as wide as its widest window."""
+    n_windows, n_positions = int(alignment.block_window.max()) + 1, alignment.rows.shape[-1]
+    maps = torch.rand(n_windows, n_positions, N_MAPS, n_positions, generator=generator)
+    return WordAttention([maps], alignment)
 
 
 def scorer_inputs(alignment, generator):
@@ -106,7 +108,7 @@ def test_the_scorer_holds_nothing_larger_than_its_scores(training):
     alignment = separate_windows(120)
     scorer = relation_scorer(slice_values=2**12, dropout=0.1).train(training)
     hidden, attention, missing, unshared = scorer_inputs(alignment, generator)
-    attention.blocks.requires_grad_(training)
+    attention.window_maps[0].requires_grad_(training)
     with torch.set_grad_enabled(training), LargestTensor() as largest:
         scores = scorer(hidden, attention, missing, unshared)
         if training:
@@ -114,7 +116,7 @@ def test_the_scorer_holds_nothing_larger_than_its_scores(training):
     assert scores.shape == (1, 121, 121, 1 + N_LABELS)
     assert largest.numel == scores.numel()
     if training:
-        assert attention.blocks.grad is not None and scorer.attention.forward_map.grad.abs().sum() > 0
+        assert attention.window_maps[0].grad is not None and scorer.attention.forward_map.grad.abs().sum() > 0
 
 
 def test_training_keeps_no_pair_activations_for_the_backward_pass():
@@ -166,13 +168,13 @@ def test_sliced_scores_and_gradients_equal_the_dense_computation():
     generator = torch.Generator().manual_seed(3)
     hidden, attention, missing, unshared = scorer_inputs(alignment, generator)
     hidden.requires_grad_(True)
-    attention.blocks.requires_grad_(True)
+    attention.window_maps[0].requires_grad_(True)
     expected = dense_relation_scores(relation_scorer(2**30), hidden, attention, missing, unshared)
-    expected_grads = torch.autograd.grad(expected.sum(), (hidden, attention.blocks))
+    expected_grads = torch.autograd.grad(expected.sum(), (hidden, attention.window_maps[0]))
     for slice_values in (1, 3 * 7 * HIDDEN_WIDTH, 2**30):
         scores = relation_scorer(slice_values)(hidden, attention, missing, unshared)
         torch.testing.assert_close(scores, expected)
-        for grad, expected_grad in zip(torch.autograd.grad(scores.sum(), (hidden, attention.blocks)), expected_grads):
+        for grad, expected_grad in zip(torch.autograd.grad(scores.sum(), (hidden, attention.window_maps[0])), expected_grads):
             torch.testing.assert_close(grad, expected_grad)
 
 

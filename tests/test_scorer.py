@@ -39,7 +39,7 @@ def test_paper_scorer_is_a_linear_layer_over_the_concatenation():
         dim=1,
     )
     b, i, j = 1, 2, 3
-    dense = attention.blocks
+    dense = attention.dense()  # the given maps (test_alignment checks the round trip)
     concat = torch.cat([hidden[b, i], hidden[b, j], dense[b, :, i, j], dense[b, :, j, i]])
     expected = weight @ concat + scorer.bias
     torch.testing.assert_close(scores[b, i, j], expected)

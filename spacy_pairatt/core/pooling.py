@@ -4,6 +4,7 @@ there, with batched matmuls on the transformer's device and gradients by autogra
 of a batch stacked for them (`stack_windows`, `bucket_windows`)."""
 
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import groupby
 from typing import List, Optional, Sequence, Tuple
 
@@ -28,48 +29,104 @@ def pool_hidden(window_hidden: torch.Tensor, alignment: BlockAlignment) -> torch
 
 @dataclass
 class WordAttention:
-    """Word-level attention of S groups of N units, kept as per-window blocks.
+    """Word-level attention of S groups of N units, kept as the windows' wordpiece maps and the
+    alignment that pools them; nothing is pooled until a method asks for it.
 
-    blocks: (Bk, F, U, U) with blocks[b, f, k, l] the attention of block unit k to block unit l
-    in map f (layer-major: f = layer * H + head), summed (not yet averaged) over that window;
-    alignment: the BlockAlignment (torch) that places blocks in their groups.
+    window_maps: the windows in width buckets [(W_b, P_b, F, P_b)] (`bucket_windows`):
+    [w, p, f, q] is how much position p attends to position q in map f (all layers' heads,
+    layer-major); global window w is row w - (windows of the buckets before) of its bucket.
+    alignment: the BlockAlignment (torch) whose blocks, one per (group, window), pool them.
+    Word-level attention averages over the windows that hold both units the per-window value:
+    the mean over the first unit's wordpieces of the attention summed over the second's.
     Nothing of size F x N x N is built unless `dense` is called.
     """
 
-    blocks: torch.Tensor
+    window_maps: Sequence[torch.Tensor]
     alignment: BlockAlignment
 
     @property
     def n_maps(self) -> int:
-        return self.blocks.shape[1]
+        return self.window_maps[0].shape[2]
 
     @classmethod
     def from_dense(cls, attention: torch.Tensor, mask: Optional[torch.Tensor] = None) -> "WordAttention":
-        """Groups whose (S, F, N, N) attention is given whole: one block per group, every pair shared."""
+        """Groups whose (S, F, N, N) attention is given whole: each group one window of N positions
+        (unit u at position u), so pooling reproduces it and every pair is shared."""
         n_groups, _, n_units, _ = attention.shape
         mask = attention.new_ones(n_groups, n_units) if mask is None else mask
         units = torch.arange(n_units, device=attention.device)
         unit_of = torch.where(mask > 0, units, -1)
-        empty = attention.new_zeros(n_groups, n_units, 0)
+        identity = torch.diag_embed(mask)
         alignment = BlockAlignment(
             block_group=torch.arange(n_groups, device=attention.device),
             block_window=torch.arange(n_groups, device=attention.device),
             unit_of=unit_of,
             local_of=unit_of,
-            rows=empty,
-            cols=empty,
-            hidden_weights=empty,
+            rows=identity,
+            cols=identity,
+            hidden_weights=identity,
             shared=mask[:, :, None] * mask[:, None, :],
             missing=torch.zeros_like(mask),
             mask=mask,
         )
-        return cls(attention, alignment)
+        return cls([attention.transpose(1, 2)], alignment)
+
+    @cached_property
+    def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
+        """(bucket, its blocks, their window within the bucket) for every bucket that has blocks."""
+        a = self.alignment
+        sizes = torch.tensor([len(maps) for maps in self.window_maps], dtype=torch.int64, device=a.block_window.device)
+        ends = torch.cumsum(sizes, 0)
+        bucket_of_block = torch.bucketize(a.block_window, ends, right=True)
+        found = []
+        for bucket in range(len(self.window_maps)):
+            blocks = torch.nonzero(bucket_of_block == bucket).flatten()
+            if len(blocks):
+                found.append((bucket, blocks, a.block_window[blocks] - (ends[bucket] - sizes[bucket])))
+        return found
+
+    def _pooled_blocks(self, weights: Optional[torch.Tensor]) -> torch.Tensor:
+        """(Bk, C, U, U): every block's maps pooled to its units, C = F; or, with weights (C, F) or
+        (S, C, F), the maps projected to C channels first (what `_project_blocks` chooses when C < F).
+
+        Each block is rows (U, P_b) @ maps (P_b, C * P_b), then (U * C, P_b) @ cols.T (P_b, U): two
+        batched matmuls per bucket whose inner sizes are whole maps, not one small matmul per map.
+        Buckets keep windows of different widths unpadded.
+        """
+        a = self.alignment
+        n_units = a.unit_of.shape[1]
+        n_out = self.n_maps if weights is None else weights.shape[-2]
+        pooled = self.window_maps[0].new_zeros(len(a.block_window), n_out, n_units, n_units)
+        for bucket, blocks, local in self._bucket_blocks:
+            maps = self.window_maps[bucket]
+            every_window_once = len(local) == len(maps) and bool((local == torch.arange(len(maps), device=local.device)).all())
+            if weights is not None and weights.dim() == 2:
+                maps = torch.matmul(weights, maps)  # (W_b, P_b, C, P_b), before the gather: fewer values
+            block_maps = maps if every_window_once else maps[local]  # a copy only where blocks repeat or skip windows
+            if weights is not None and weights.dim() == 3:  # one set of weights per group (map dropout)
+                block_maps = torch.matmul(weights[a.block_group[blocks]][:, None], block_maps)
+            width = block_maps.shape[-1]
+            used = int((a.unit_of[blocks] >= 0).sum(1).max())  # block units beyond are padding here
+            rows, cols = a.rows[blocks, :used, :width], a.cols[blocks, :used, :width]
+            from_units = torch.matmul(rows, block_maps.reshape(-1, width, n_out * width))  # (Bk_b, U_b, C * P_b)
+            to_units = torch.matmul(from_units.view(-1, used * n_out, width), cols.transpose(1, 2))  # (Bk_b, U_b * C, U_b)
+            pooled[blocks, :, :used, :used] = to_units.view(-1, used, n_out, used).transpose(1, 2)  # one copy, in place
+        return pooled
 
     def _project_blocks(self, weights: torch.Tensor) -> torch.Tensor:
-        """(Bk, C, U*U): sum_f weights[c, f] * blocks[b, f, k, l], each block in its own window."""
-        n_blocks, n_maps, width, _ = self.blocks.shape
+        """(Bk, C, U*U): sum_f weights[c, f] * the block's pooled map f, each block in its own window.
+
+        Pooling and the projection are both linear, so either may come first: with fewer outputs
+        than maps (the parser's arc terms: 2 against 72) the wordpiece maps are projected first and
+        the pooling runs over C maps instead of F; with more (the relation scorer's hidden layer),
+        the F maps are pooled first.
+        """
+        n_out, n_maps = weights.shape[-2:]
+        n_blocks, n_units = self.alignment.unit_of.shape
+        if n_out < n_maps:
+            return self._pooled_blocks(weights).view(n_blocks, n_out, n_units * n_units)
         block_weights = weights if weights.dim() == 2 else weights[self.alignment.block_group]
-        return torch.matmul(block_weights, self.blocks.reshape(n_blocks, n_maps, width * width))
+        return torch.matmul(block_weights, self._pooled_blocks(None).view(n_blocks, n_maps, n_units * n_units))
 
     def project(self, weights: torch.Tensor) -> torch.Tensor:
         """(S, C, N, N): sum_f weights[c, f] * attention[s, f, i, j], averaged over shared windows.
@@ -105,64 +162,64 @@ class WordAttention:
 
     def dense(self) -> torch.Tensor:
         """(S, F, N, N) word-level attention, every map (for tooling and tests)."""
-        eye = torch.eye(self.n_maps, dtype=self.blocks.dtype, device=self.blocks.device)
+        eye = torch.eye(self.n_maps, dtype=self.window_maps[0].dtype, device=self.window_maps[0].device)
         return self.project(eye)
 
     def at_pairs(self, heads: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(S, N, F) attention of each unit i to heads[s, i], and (S, N, F) of heads[s, i] to i."""
+        """(S, N, F) attention of each unit i to heads[s, i], and (S, N, F) of heads[s, i] to i.
+
+        Read from the wordpiece maps at the two units' wordpieces only, in every window that holds
+        both: one arc per unit costs its wordpiece pairs x F, where pooling whole blocks first costs
+        U x P x F x P per block.
+        """
         a = self.alignment
         n_blocks = len(a.unit_of)
-        block_index = torch.arange(n_blocks, device=heads.device)[:, None]
         head_units = heads[a.block_group[:, None], a.unit_of.clamp(min=0)]  # (Bk, U)
-        head_local = a.local_of[block_index, head_units]
-        usable = (a.unit_of >= 0) & (head_local >= 0)
-        local = torch.arange(a.unit_of.shape[1], device=heads.device)[None].expand(n_blocks, -1)
-        maps = self.blocks.permute(0, 2, 3, 1)  # (Bk, U, U, F)
-        to_head = maps[block_index, local, head_local.clamp(min=0)] * usable[..., None]
-        from_head = maps[block_index, head_local.clamp(min=0), local] * usable[..., None]
-        slots = a.unit_slots().reshape(-1)
+        head_local = a.local_of[torch.arange(n_blocks, device=heads.device)[:, None], head_units]
+        block, unit = torch.nonzero((a.unit_of >= 0) & (head_local >= 0), as_tuple=True)
+        head = head_local[block, unit]
+        to_head, from_head = self._arc_sums(block, unit, head), self._arc_sums(block, head, unit)
+        slots = a.unit_slots()[block, unit]
         shared = a.shared.gather(2, heads[..., None])[..., 0].clamp(min=1)[..., None]  # (S, N, 1)
 
         def place(values: torch.Tensor) -> torch.Tensor:
             n_slots = a.n_groups * a.n_units
-            placed = values.new_zeros(n_slots + 1, self.n_maps).index_add(0, slots, values.reshape(-1, self.n_maps))
-            return placed[:-1].view(a.n_groups, a.n_units, self.n_maps) / shared
+            placed = values.new_zeros(n_slots, self.n_maps).index_add(0, slots, values)
+            return placed.view(a.n_groups, a.n_units, self.n_maps) / shared
 
         return place(to_head), place(from_head)
 
+    def _arc_sums(self, block: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """(R, F): for R (block, source unit, target unit) rows, sum over p, q of
+        rows[block, source, p] * cols[block, target, q] * maps[window of block, p, :, q]."""
+        a = self.alignment
+        source_row, source_piece = torch.nonzero(a.rows[block, source], as_tuple=True)
+        target_row, target_piece = torch.nonzero(a.cols[block, target], as_tuple=True)
+        # Every (source piece, target piece) combination of each row, rows in order.
+        n_source = torch.bincount(source_row, minlength=len(block))
+        n_target = torch.bincount(target_row, minlength=len(block))
+        n_pairs = n_source * n_target
+        row = torch.repeat_interleave(torch.arange(len(block), device=block.device), n_pairs)
+        within = torch.arange(len(row), device=block.device) - (torch.cumsum(n_pairs, 0) - n_pairs)[row]
+        first_source, first_target = torch.cumsum(n_source, 0) - n_source, torch.cumsum(n_target, 0) - n_target
+        p = source_piece[first_source[row] + within // n_target[row]]
+        q = target_piece[first_target[row] + within % n_target[row]]
+        weight = a.rows[block[row], source[row], p] * a.cols[block[row], target[row], q]
+        sums = self.window_maps[0].new_zeros(len(block), self.n_maps)
+        pair_block = block[row]
+        for bucket, blocks, local in self._bucket_blocks:
+            window_of_block = torch.full((len(a.block_window),), -1, dtype=torch.int64, device=block.device)
+            window_of_block[blocks] = local
+            window = window_of_block[pair_block]
+            here = window >= 0
+            values = self.window_maps[bucket][window[here], p[here], :, q[here]] * weight[here, None]
+            sums = sums.index_add(0, row[here], values)
+        return sums
+
 
 def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignment) -> WordAttention:
-    """Word-level attention between the units of every group, for every map.
-
-    window_maps: the batch's windows in width buckets [(W_b, P_b, F, P_b)] (`bucket_windows`):
-    [w, p, f, q] is how much position p attends to position q in map f (all layers' heads,
-    layer-major); global window w is row w - (windows of the buckets before) of its bucket.
-    Buckets keep windows of different widths unpadded: padding a batch's maps to its widest window
-    multiplied the copied and pooled values up to forty-fold. Each block is rows (U, P_b) @ maps
-    (P_b, F * P_b), then (U * F, P_b) @ cols.T (P_b, U): two batched matmuls per bucket whose
-    inner sizes are whole maps, not one small matmul per map.
-    """
-    device = alignment.block_window.device
-    sizes = torch.tensor([len(maps) for maps in window_maps], dtype=torch.int64, device=device)
-    ends = torch.cumsum(sizes, 0)
-    bucket_of_block = torch.bucketize(alignment.block_window, ends, right=True)
-    n_units, n_maps = alignment.unit_of.shape[1], window_maps[0].shape[2]
-    pooled = window_maps[0].new_zeros(len(alignment.block_window), n_maps, n_units, n_units)
-    for bucket, maps in enumerate(window_maps):
-        blocks = torch.nonzero(bucket_of_block == bucket).flatten()
-        if len(blocks) == 0:
-            continue
-        local, order = torch.sort(alignment.block_window[blocks] - (ends[bucket] - sizes[bucket]))
-        blocks = blocks[order]
-        width = maps.shape[-1]
-        every_window_once = len(local) == len(maps) and bool((local == torch.arange(len(maps), device=device)).all())
-        block_maps = maps if every_window_once else maps[local]  # the copy only where blocks repeat or skip windows
-        used = int((alignment.unit_of[blocks] >= 0).sum(1).max())  # block units beyond are padding here
-        rows, cols = alignment.rows[blocks, :used, :width], alignment.cols[blocks, :used, :width]
-        from_units = torch.matmul(rows, block_maps.reshape(-1, width, n_maps * width))  # (Bk_b, U_b, F * P_b)
-        to_units = torch.matmul(from_units.view(-1, used * n_maps, width), cols.transpose(1, 2))  # (Bk_b, U_b * F, U_b)
-        pooled[blocks, :, :used, :used] = to_units.view(-1, used, n_maps, used).transpose(1, 2)  # one copy, in place
-    return WordAttention(pooled, alignment)
+    """The word-level attention of the alignment's groups (`WordAttention`), pooled on demand."""
+    return WordAttention(list(window_maps), alignment)
 
 
 def stack_windows(arrays: List[torch.Tensor]) -> torch.Tensor:

@@ -82,7 +82,7 @@ class PairAttention(nn.Module):
         Drawn once per pass and handed to every term that reads the maps, so that a scorer whose
         arc and label terms are computed apart drops the same maps in both.
         """
-        return self.dropout.scale(attention.alignment.n_groups, attention.n_maps, attention.blocks)
+        return self.dropout.scale(attention.alignment.n_groups, attention.n_maps, attention.window_maps[0])
 
     def _weights(self, attention: WordAttention, channels: slice, kept: Optional[torch.Tensor]) -> torch.Tensor:
         """(2C, F) the forward then the backward map, or (B, 2C, F) with the dropped maps zeroed."""
