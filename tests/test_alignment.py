@@ -32,7 +32,7 @@ def pooled(hidden, attentions, doc_align, windows, groups, window_order=None):
     )
     alignment = align_blocks(alignments, groups).to_torch("cpu")
     window_hidden = stack_windows([torch.as_tensor(hidden[d], dtype=torch.float64) for d in order])
-    window_attention = [torch.as_tensor(attentions[d], dtype=torch.float64).permute(0, 2, 1, 3) for d in order]
+    window_attention = [torch.as_tensor(attentions[d], dtype=torch.float64) for d in order]
     alignment.rows, alignment.cols, alignment.hidden_weights = (
         t.double() for t in (alignment.rows, alignment.cols, alignment.hidden_weights)
     )
@@ -208,8 +208,8 @@ def test_gradients_match_finite_differences():
         for name in ("rows", "cols", "hidden_weights"):
             setattr(alignment, name, getattr(alignment, name).double())
         hidden = torch.tensor(rng.normal(size=(3, 5, 2)), requires_grad=True)
-        # windows 0 and 1..2 in two buckets (W_b, P, F, P)
-        attention = tuple(torch.tensor(rng.random(size=(n, 5, 2, 5)), requires_grad=True) for n in (1, 2))
+        # windows 0 and 1..2 in two buckets (W_b, F, P, P)
+        attention = tuple(torch.tensor(rng.random(size=(n, 2, 5, 5)), requires_grad=True) for n in (1, 2))
         assert torch.autograd.gradcheck(lambda h: pool_hidden(h, alignment), (hidden,))
         assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).dense(), attention)
         for weights in (torch.randn(3, 2), torch.randn(1, 2), torch.randn(alignment.n_groups, 1, 2)):
@@ -238,7 +238,7 @@ def test_attention_is_bucketed_by_width_without_padding():
     docs.append([torch.full((2, 2, 4, 4), 20.0 + layer) for layer in range(2)])
     docs[0][1][0, 1, 2, 0] = -1.0  # layer 1, head 1: position 2 attends to position 0
     buckets = bucket_windows(docs)
-    assert [tuple(b.shape) for b in buckets] == [(2, 3, 4, 3), (2, 4, 4, 4)]
-    assert buckets[0][:, 0, :, 0].tolist() == [[0, 0, 1, 1], [10, 10, 11, 11]]
-    assert buckets[1][:, 0, :, 0].tolist() == [[20, 20, 21, 21]] * 2
-    assert buckets[0][0, 2, 3, 0] == -1.0
+    assert [tuple(b.shape) for b in buckets] == [(2, 4, 3, 3), (2, 4, 4, 4)]
+    assert buckets[0][:, :, 0, 0].tolist() == [[0, 0, 1, 1], [10, 10, 11, 11]]
+    assert buckets[1][:, :, 0, 0].tolist() == [[20, 20, 21, 21]] * 2
+    assert buckets[0][0, 3, 2, 0] == -1.0

@@ -38,7 +38,7 @@ def separate_windows(n_entities: int, positions: int = 6):
 def random_attention(alignment, generator) -> WordAttention:
     """Random maps for every window of the alignment, in one bucket as wide as its widest window."""
     n_windows, n_positions = int(alignment.block_window.max()) + 1, alignment.rows.shape[-1]
-    maps = torch.rand(n_windows, n_positions, N_MAPS, n_positions, generator=generator)
+    maps = torch.rand(n_windows, N_MAPS, n_positions, n_positions, generator=generator)
     return WordAttention([maps], alignment)
 
 
@@ -174,8 +174,9 @@ def test_sliced_scores_and_gradients_equal_the_dense_computation():
     for slice_values in (1, 3 * 7 * HIDDEN_WIDTH, 2**30):
         scores = relation_scorer(slice_values)(hidden, attention, missing, unshared)
         torch.testing.assert_close(scores, expected)
-        for grad, expected_grad in zip(torch.autograd.grad(scores.sum(), (hidden, attention.window_maps[0])), expected_grads):
-            torch.testing.assert_close(grad, expected_grad)
+        grads = torch.autograd.grad(scores.sum(), (hidden, attention.window_maps[0]))
+        for grad, expected_grad in zip(grads, expected_grads):
+            torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-5)  # float32, sums in another order
 
 
 def test_relation_arrays_are_stored_as_set_relations_stores_them():

@@ -71,22 +71,27 @@ def test_biaffine_arc_and_label_scores_match_their_formulas():
     b, i, j = 0, 1, 3
     arc = dep[b, i] @ scorer.arc_bilinear @ head[b, j] + scorer.arc_head_bias(head[b, j])[0]
     torch.testing.assert_close(arcs[b, i, j], arc)
+    # Two dependents of one head (scored with that head's U @ h computed once), one arc elsewhere.
     heads = torch.full((2, 4), -1)
-    heads[b, i] = j
+    arcs_given = [(0, 1, 3), (0, 2, 3), (1, 2, 0)]
+    for b, i, j in arcs_given:
+        heads[b, i] = j
     labels = scorer.label_scores_at(state, heads)
-    label_dep = scorer.projections["label_dependent"](hidden)[b, i]
-    label_head = scorer.projections["label_head"](hidden)[b, j]
-    k = 2
-    label = (
-        label_dep @ scorer.label_bilinear[k] @ label_head
-        + scorer.label_dependent.weight[k] @ label_dep
-        + scorer.label_head.weight[k] @ label_head
-        + scorer.label_bias[k]
-    )
-    torch.testing.assert_close(labels[b, i, k], label)
-    with torch.no_grad():  # inference computes the bilinear term another way (faster without autograd)
+    label_dep = scorer.projections["label_dependent"](hidden)
+    label_head = scorer.projections["label_head"](hidden)
+    for b, i, j in arcs_given:
+        for k in range(3):
+            label = (
+                label_dep[b, i] @ scorer.label_bilinear[k] @ label_head[b, j]
+                + scorer.label_dependent.weight[k] @ label_dep[b, i]
+                + scorer.label_head.weight[k] @ label_head[b, j]
+                + scorer.label_bias[k]
+            )
+            torch.testing.assert_close(labels[b, i, k], label)
+    with torch.no_grad():
         torch.testing.assert_close(scorer.label_scores_at(state, heads), labels.detach())
-    assert float(labels.detach().abs().sum()) == pytest.approx(float(labels[b, i].detach().abs().sum()))  # (b, i) only
+    scored = labels.detach().abs().sum(-1) > 0
+    assert scored.nonzero().tolist() == [[b, i] for b, i, _ in arcs_given]  # units without a head get zeros
 
 
 LOSS_MASK = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], dtype="float32")

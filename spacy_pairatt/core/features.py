@@ -69,7 +69,7 @@ class WindowBatch:
 
     Windows are numbered by the width of their Doc's transformer sub-batch (then Doc order), so
     windows of one width are consecutive. hidden: (W, P, M) last hidden state, right-padded to
-    the widest P; attention: the maps in width buckets [(W_b, P_b, L*H, P_b)], every layer's heads
+    the widest P; attention: the maps in width buckets [(W_b, L*H, P_b, P_b)], every layer's heads
     layer-major (`pooling.bucket_windows`), or None when not used; alignments: every Doc's
     token -> wordpiece map in that window numbering; doc_windows / doc_widths / doc_first_window:
     each Doc's W_d, P_d and first window (0 windows for Docs without output); n_heads: heads per layer.
@@ -150,8 +150,8 @@ def split_window_gradients(windows: WindowBatch, d_hidden: torch.Tensor, d_atten
         if d_attention is not None:
             bucket = int(np.searchsorted(bucket_starts, first, side="right")) - 1
             row = first - int(bucket_starts[bucket])
-            maps = d_attention[bucket][row : row + n_windows]  # (W_d, P, L*H, P)
-            per_layer = maps.unflatten(2, (-1, windows.n_heads)).permute(2, 0, 3, 1, 4)  # (L, W_d, H, P, P)
+            maps = d_attention[bucket][row : row + n_windows]  # (W_d, L*H, P, P)
+            per_layer = maps.unflatten(1, (-1, windows.n_heads)).transpose(0, 1)  # (L, W_d, H, P, P)
             doc_attention = [torch2xp(layer.contiguous()) for layer in per_layer]
         grads.append((torch2xp(d_hidden[first : first + n_windows, :width].contiguous()), doc_attention))
     return grads

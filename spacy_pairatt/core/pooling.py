@@ -32,8 +32,8 @@ class WordAttention:
     """Word-level attention of S groups of N units, kept as the windows' wordpiece maps and the
     alignment that pools them; nothing is pooled until a method asks for it.
 
-    window_maps: the windows in width buckets [(W_b, P_b, F, P_b)] (`bucket_windows`):
-    [w, p, f, q] is how much position p attends to position q in map f (all layers' heads,
+    window_maps: the windows in width buckets [(W_b, F, P_b, P_b)] (`bucket_windows`):
+    [w, f, p, q] is how much position p attends to position q in map f (all layers' heads,
     layer-major); global window w is row w - (windows of the buckets before) of its bucket.
     alignment: the BlockAlignment (torch) whose blocks, one per (group, window), pool them.
     Word-level attention averages over the windows that hold both units the per-window value:
@@ -46,7 +46,7 @@ class WordAttention:
 
     @property
     def n_maps(self) -> int:
-        return self.window_maps[0].shape[2]
+        return self.window_maps[0].shape[1]
 
     @classmethod
     def from_dense(cls, attention: torch.Tensor, mask: Optional[torch.Tensor] = None) -> "WordAttention":
@@ -69,7 +69,7 @@ class WordAttention:
             missing=torch.zeros_like(mask),
             mask=mask,
         )
-        return cls([attention.transpose(1, 2)], alignment)
+        return cls([attention], alignment)
 
     @cached_property
     def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
@@ -90,8 +90,9 @@ class WordAttention:
         (S, C, F), the maps projected to C channels first (what `_project_blocks` chooses when C < F).
 
         Each block is rows (U, P_b) @ maps (P_b, C * P_b), then (U * C, P_b) @ cols.T (P_b, U): two
-        batched matmuls per bucket whose inner sizes are whole maps, not one small matmul per map.
-        Buckets keep windows of different widths unpadded.
+        batched matmuls per bucket whose inner sizes are whole maps, not one small matmul per map
+        (the maps' rows first: one copy of the C maps, after the projection). Buckets keep windows of
+        different widths unpadded.
         """
         a = self.alignment
         n_units = a.unit_of.shape[1]
@@ -99,17 +100,19 @@ class WordAttention:
         pooled = self.window_maps[0].new_zeros(len(a.block_window), n_out, n_units, n_units)
         for bucket, blocks, local in self._bucket_blocks:
             maps = self.window_maps[bucket]
-            every_window_once = len(local) == len(maps) and bool((local == torch.arange(len(maps), device=local.device)).all())
-            if weights is not None and weights.dim() == 2:
-                maps = torch.matmul(weights, maps)  # (W_b, P_b, C, P_b), before the gather: fewer values
+            in_order = torch.arange(len(maps), device=local.device)
+            every_window_once = len(local) == len(maps) and bool((local == in_order).all())
+            width = maps.shape[-1]
+            if weights is not None and weights.dim() == 2:  # before the gather: fewer values
+                maps = torch.matmul(weights, maps.flatten(2)).unflatten(2, (width, width))  # (W_b, C, P_b, P_b)
             block_maps = maps if every_window_once else maps[local]  # a copy only where blocks repeat or skip windows
             if weights is not None and weights.dim() == 3:  # one set of weights per group (map dropout)
-                block_maps = torch.matmul(weights[a.block_group[blocks]][:, None], block_maps)
-            width = block_maps.shape[-1]
+                block_maps = torch.matmul(weights[a.block_group[blocks]], block_maps.flatten(2))
+            rows_first = block_maps.reshape(-1, n_out, width, width).transpose(1, 2)  # (Bk_b, P_b, C, P_b)
             used = int((a.unit_of[blocks] >= 0).sum(1).max())  # block units beyond are padding here
             rows, cols = a.rows[blocks, :used, :width], a.cols[blocks, :used, :width]
-            from_units = torch.matmul(rows, block_maps.reshape(-1, width, n_out * width))  # (Bk_b, U_b, C * P_b)
-            to_units = torch.matmul(from_units.view(-1, used * n_out, width), cols.transpose(1, 2))  # (Bk_b, U_b * C, U_b)
+            from_units = torch.matmul(rows, rows_first.reshape(-1, width, n_out * width))  # (Bk_b, U_b, C * P_b)
+            to_units = torch.matmul(from_units.view(-1, used * n_out, width), cols.transpose(1, 2))  # (Bk_b, U*C, U)
             pooled[blocks, :, :used, :used] = to_units.view(-1, used, n_out, used).transpose(1, 2)  # one copy, in place
         return pooled
 
@@ -212,7 +215,7 @@ class WordAttention:
             window_of_block[blocks] = local
             window = window_of_block[pair_block]
             here = window >= 0
-            values = self.window_maps[bucket][window[here], p[here], :, q[here]] * weight[here, None]
+            values = self.window_maps[bucket][window[here], :, p[here], q[here]] * weight[here, None]
             sums = sums.index_add(0, row[here], values)
         return sums
 
@@ -229,20 +232,19 @@ def stack_windows(arrays: List[torch.Tensor]) -> torch.Tensor:
 
 
 def bucket_windows(layers_per_doc: List[List[torch.Tensor]]) -> List[torch.Tensor]:
-    """Per-Doc attention, each a list of L layers (W_d, H, P_d, P_d), as width buckets (W_b, P_b, L*H, P_b).
+    """Per-Doc attention, each a list of L layers (W_d, H, P_d, P_d), as width buckets (W_b, L*H, P_b, P_b).
 
-    Docs of one width must be consecutive; each layer is copied once, into its bucket's slot, row
-    positions first so that `pool_attention` reads every map of a row position at once.
+    Docs of one width must be consecutive; each layer is copied once, as it is, into its bucket's slot.
     """
     buckets = []
     for width, same_width in groupby(layers_per_doc, key=lambda layers: layers[0].shape[-1]):
         docs = list(same_width)
         n_layers, n_heads = len(docs[0]), docs[0][0].shape[1]
-        bucket = docs[0][0].new_empty(sum(len(layers[0]) for layers in docs), width, n_layers, n_heads, width)
+        bucket = docs[0][0].new_empty(sum(len(layers[0]) for layers in docs), n_layers, n_heads, width, width)
         row = 0
         for layers in docs:
             for layer, maps in enumerate(layers):
-                bucket[row : row + len(maps), :, layer].copy_(maps.transpose(1, 2))
+                bucket[row : row + len(maps), layer].copy_(maps)
             row += len(layers[0])
-        buckets.append(bucket.view(len(bucket), width, n_layers * n_heads, width))
+        buckets.append(bucket.view(len(bucket), n_layers * n_heads, width, width))
     return buckets

@@ -45,7 +45,7 @@ def length_chunks(lengths: Sequence[int], max_pairs: int, max_padding: float = 2
 
 @dataclass
 class WindowGradients:
-    """The gradient of a WindowBatch's tensors: hidden (W, P, M); attention, one (W_b, P_b, L*H, P_b)
+    """The gradient of a WindowBatch's tensors: hidden (W, P, M); attention, one (W_b, L*H, P_b, P_b)
     per width bucket, or None."""
 
     hidden: torch.Tensor
