@@ -25,17 +25,24 @@ SOURCE_ROOT = Path(__file__).resolve().parents[1]
 _IMPORTED = time.time()
 
 
-def provenance(seed: Optional[int] = None, started: Optional[float] = None, command: Optional[str] = None) -> Dict:
+def provenance(
+    seed: Optional[int] = None,
+    started: Optional[float] = None,
+    command: Optional[str] = None,
+    code: Optional[Dict] = None,
+) -> Dict:
     """This run's provenance, for the results JSON it is about to write.
 
     seed: the seed the results depend on (a training seed, a sampling seed; None where there is none).
     started: `time.time()` when the work began; `wall_seconds` runs from there to now (default: from
     the start of the process). command: default the process's command line (`command_line()`).
+    code: `code_version()` taken when the work began (default: now); a checkout can move on during
+    a long training, and the commit that counts is the one it started from.
     """
     now = time.time()
     start = process_start() if started is None else started
     return {
-        "code": code_version(),
+        "code": code or code_version(),
         "versions": {"python": platform.python_version(), **library_versions()},
         "command": command or command_line(),
         "seed": seed,

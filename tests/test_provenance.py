@@ -88,3 +88,19 @@ def test_bench_scripts_record_provenance(script):
     source = (REPO / script).read_text(encoding="utf8")
     assert "from spacy_pairatt.provenance import provenance" in source
     assert 'result["provenance"] = provenance(' in source
+
+
+def test_a_training_records_the_commit_it_started_from(monkeypatch):
+    """A checkout can move on during a long training: its record names the commit it started from."""
+    from spacy_pairatt.study import ablation
+
+    versions = iter([{"commit": "at start", "dirty": False, "dirty_paths": []}])
+
+    def training_moves_the_checkout(*args, **kwargs):
+        monkeypatch.setattr(ablation, "code_version", lambda: {"commit": "at end", "dirty": False, "dirty_paths": []})
+
+    monkeypatch.setattr(ablation, "code_version", lambda: next(versions))
+    monkeypatch.setattr(ablation.subprocess, "run", training_moves_the_checkout)
+    _, _, code = ablation.run_training(["python", "-m", "spacy", "train", "config.cfg"])
+    assert code["commit"] == "at start"
+    assert provenance(code=code)["code"]["commit"] == "at start"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..provenance import provenance
+from ..provenance import code_version, provenance
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 TRAINING_DECODER = "greedy"
@@ -124,17 +124,18 @@ def train_command(
     return command
 
 
-def run_training(command: List[str], log: Optional[Path] = None) -> Tuple[float, float]:
+def run_training(command: List[str], log: Optional[Path] = None) -> Tuple[float, float, Dict]:
     """Run a `python -m spacy train` command (from `train_command`) with this interpreter; its output
-    goes to `log` when given. Returns the process's wall seconds and its start as `time.time()`."""
-    start, started = time.perf_counter(), time.time()
+    goes to `log` when given. Returns the process's wall seconds, its start as `time.time()` and the
+    code it started from (`code_version()`, for `provenance(code=...)`)."""
+    start, started, code = time.perf_counter(), time.time(), code_version()
     if log is None:
         subprocess.run([sys.executable, *command[1:]], check=True)
     else:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("w", encoding="utf8") as output:
             subprocess.run([sys.executable, *command[1:]], check=True, stdout=output, stderr=subprocess.STDOUT)
-    return round(time.perf_counter() - start, 1), started
+    return round(time.perf_counter() - start, 1), started, code
 
 
 def config_learn_rate(config_path: str) -> Optional[float]:
@@ -173,7 +174,7 @@ def run_ablation(
         command = train_command(
             row, train, dev, str(Path(training_dir) / training), steps, seed, dev_limit, adapted_encoder, gpu_id
         )
-        seconds, started = run_training(command)
+        seconds, started, code = run_training(command)
         record = {
             "dataset": dataset,
             "config": row.config,
@@ -185,7 +186,7 @@ def run_ablation(
             "dev_limit": dev_limit,
             "seconds": seconds,
             "model": str(Path(training_dir) / training / "model-best"),
-            "provenance": provenance(seed=seed, started=started),
+            "provenance": provenance(seed=seed, started=started, code=code),
         }
         (results / f"{training}_train.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
     for row in selected:

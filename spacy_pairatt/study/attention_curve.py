@@ -270,7 +270,7 @@ def train_run(run: Run, setup: Setup) -> Dict:
     command = run_command(run, setup, train, steps)
     log = Path(setup.training_dir) / f"{run.run_id}.log"
     print(f"{run.run_id}: training {steps} steps on {n_train} sentences (log: {log})", flush=True)
-    seconds, started = run_training(command, log)
+    seconds, started, code = run_training(command, log)
     row = TASKS[run.task].row(run.row)
     record = {
         **asdict(run), "run_id": run.run_id, "row_name": row.name, "description": row.description,
@@ -278,7 +278,7 @@ def train_run(run: Run, setup: Setup) -> Dict:
         "n_train": n_train, "subset": subset, "steps": steps, "budget": {**asdict(budget), "rule": budget.rule()},
         "learn_rate": config_learn_rate(row.config), "dev_limit": setup.dev_limit, "command": " ".join(command),
         "train_seconds": seconds, "log": str(log), "model": str(Path(setup.training_dir) / run.run_id / "model-best"),
-        "code_sha256": fingerprint, "provenance": provenance(seed=run.seed, started=started),
+        "code_sha256": fingerprint, "provenance": provenance(seed=run.seed, started=started, code=code),
     }  # fmt: skip
     results.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
