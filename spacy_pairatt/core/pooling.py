@@ -72,17 +72,22 @@ class WordAttention:
         return cls([attention], alignment)
 
     @cached_property
-    def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
-        """(bucket, its blocks, their window within the bucket) for every bucket that has blocks."""
+    def _block_windows(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(Bk,) each block's bucket, and (Bk,) its window's row in that bucket."""
         a = self.alignment
         sizes = torch.tensor([len(maps) for maps in self.window_maps], dtype=torch.int64, device=a.block_window.device)
         ends = torch.cumsum(sizes, 0)
-        bucket_of_block = torch.bucketize(a.block_window, ends, right=True)
+        bucket = torch.bucketize(a.block_window, ends, right=True)
+        return bucket, a.block_window - (ends - sizes)[bucket]
+
+    @cached_property
+    def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
+        """(bucket, its blocks, their window rows in the bucket) for every bucket that has blocks."""
+        bucket_of_block, row_of_block = self._block_windows
         found = []
-        for bucket in range(len(self.window_maps)):
+        for bucket in torch.unique(bucket_of_block).tolist():
             blocks = torch.nonzero(bucket_of_block == bucket).flatten()
-            if len(blocks):
-                found.append((bucket, blocks, a.block_window[blocks] - (ends[bucket] - sizes[bucket])))
+            found.append((bucket, blocks, row_of_block[blocks]))
         return found
 
     def _pooled_blocks(self, weights: Optional[torch.Tensor]) -> torch.Tensor:
@@ -194,7 +199,7 @@ class WordAttention:
 
     def _arc_sums(self, block: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """(R, F): for R (block, source unit, target unit) rows, sum over p, q of
-        rows[block, source, p] * cols[block, target, q] * maps[window of block, p, :, q]."""
+        rows[block, source, p] * cols[block, target, q] * maps[window of block, :, p, q]."""
         a = self.alignment
         source_row, source_piece = torch.nonzero(a.rows[block, source], as_tuple=True)
         target_row, target_piece = torch.nonzero(a.cols[block, target], as_tuple=True)
@@ -208,14 +213,12 @@ class WordAttention:
         p = source_piece[first_source[row] + within // n_target[row]]
         q = target_piece[first_target[row] + within % n_target[row]]
         weight = a.rows[block[row], source[row], p] * a.cols[block[row], target[row], q]
+        bucket_of_block, row_of_block = self._block_windows
+        pair_bucket, pair_window = bucket_of_block[block[row]], row_of_block[block[row]]
         sums = self.window_maps[0].new_zeros(len(block), self.n_maps)
-        pair_block = block[row]
-        for bucket, blocks, local in self._bucket_blocks:
-            window_of_block = torch.full((len(a.block_window),), -1, dtype=torch.int64, device=block.device)
-            window_of_block[blocks] = local
-            window = window_of_block[pair_block]
-            here = window >= 0
-            values = self.window_maps[bucket][window[here], :, p[here], q[here]] * weight[here, None]
+        for bucket in torch.unique(pair_bucket).tolist():
+            here = pair_bucket == bucket
+            values = self.window_maps[bucket][pair_window[here], :, p[here], q[here]] * weight[here, None]
             sums = sums.index_add(0, row[here], values)
         return sums
 
