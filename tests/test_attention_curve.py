@@ -350,3 +350,54 @@ def test_curve_end_to_end_on_a_tiny_encoder(tiny_bert_dir, ud_train_docs, tmp_pa
     main([*args, "--reuse", "existing"])  # nothing to train: both runs reused
     table = curve_table(results, n_resamples=200)
     assert {e["domain"] for e in table["comparisons"]} == {"ewt", "ptb"} and len(table["runs"]) == 2
+
+
+def test_relation_rows_get_a_paired_interval_from_the_kept_labels(tmp_path):
+    """att right on 300 more of 1,000 test sentences under both seeds: the interval lies above 0; a
+    size whose runs kept no per-sentence labels gets no interval."""
+    from spacy_pairatt.corpora.relation_metrics import SEMEVAL_LABELS, semeval_official_scores
+
+    results = tmp_path / "attention_curve"
+    rng = np.random.default_rng(0)
+    gold = [SEMEVAL_LABELS[i] for i in rng.integers(0, 18, size=1000)]
+    for seed in range(2):
+        wrong = [SEMEVAL_LABELS[(SEMEVAL_LABELS.index(g) + 1) % 18] for g in gold]
+        right = rng.random(1000) < 0.5
+        for row, extra in (("emb", 0), ("att", 300)):
+            predicted = [g if r or i < extra else w for i, (g, w, r) in enumerate(zip(gold, wrong, right))]
+            path = f"evaluations/semeval_full_s{seed}_{row}_semeval_labels.json"
+            (results / "evaluations").mkdir(parents=True, exist_ok=True)
+            (results / path).write_text(json.dumps({"gold": gold, "predicted": predicted}))
+            f1 = 100 * semeval_official_scores(gold, predicted)["macro_f1"]
+            write_run(
+                results, "relations", "semeval", row, None, 7200, seed, {"semeval": {"macro_f1": f1, "labels": path}}
+            )
+            write_run(results, "relations", "semeval", row, 1000, 1000, seed, {"semeval": {"macro_f1": f1}})
+    rows = {row["size"]: row for row in curve_table(results, n_resamples=300)["relations"]}
+    full = rows["full"]["att_minus_emb"]
+    assert full["verdict"] == "holds" and 0 < full["bootstrap"]["low"] < full["mean"] < full["bootstrap"]["high"]
+    assert full["bootstrap"]["n_docs"] == 1000
+    assert "verdict" not in rows["n1000"]["att_minus_emb"] and "bootstrap" not in rows["n1000"]["att_minus_emb"]
+
+
+def test_labels_of_an_earlier_relation_run_are_added_only_when_they_give_its_recorded_score(tmp_path, monkeypatch):
+    from spacy_pairatt.evaluation import relation_eval
+    from spacy_pairatt.study.attention_curve import add_relation_labels
+
+    gold = ["Cause-Effect(e1,e2)", "Other", "Member-Collection(e2,e1)", "Cause-Effect(e2,e1)"]
+    predicted = ["Cause-Effect(e1,e2)", "Other", "Member-Collection(e1,e2)", "Cause-Effect(e2,e1)"]
+    monkeypatch.setattr(
+        relation_eval,
+        "evaluate_semeval",
+        lambda model, data, labels: {"labels": {"gold": gold, "predicted": predicted}},
+    )
+    setup = Setup("train.spacy", "dev.spacy", {"semeval": "test.spacy"}, str(tmp_path), str(tmp_path))
+    # Official macro-F1 over Cause-Effect (P 1, R 1) and Member-Collection (P 0, R 0): 50.
+    record = {"run_id": "semeval_full_s0_att", "model": "model-best", "test": {"semeval": {"macro_f1": 50.0}}}
+    assert add_relation_labels(record, setup)
+    labels = json.loads((tmp_path / record["test"]["semeval"]["labels"]).read_text())
+    assert labels == {"gold": gold, "predicted": predicted}
+    assert not add_relation_labels(record, setup)  # kept: nothing to add
+    changed = {"run_id": "semeval_full_s1_att", "model": "model-best", "test": {"semeval": {"macro_f1": 75.0}}}
+    with pytest.raises(ValueError, match="model changed since it was scored"):
+        add_relation_labels(changed, setup)

@@ -86,6 +86,30 @@ def _semeval_evaluation(
     }
 
 
+def semeval_sentence_counts(gold_labels: Sequence[str], predicted_labels: Sequence[str]) -> np.ndarray:
+    """(3, D, C) what each of D sentences adds to the official evaluation's counts of C classes (the
+    relations in the gold labels, Other excluded): correct (direction included), predicted and gold.
+
+    Summed over any multiset of sentences they give that multiset's official macro-F1
+    (`semeval_macro_f1`): what a bootstrap over test sentences resamples.
+    """
+    gold, predicted = np.asarray(gold_labels, dtype=object), np.asarray(predicted_labels, dtype=object)
+    if gold.shape != predicted.shape:
+        raise ValueError(f"{len(predicted)} predicted labels for {len(gold)} gold labels")
+    gold_undirected, predicted_undirected = undirected(gold), undirected(predicted)
+    classes = np.array(sorted(set(gold_undirected) - {OTHER}), dtype=object)
+    is_gold = gold_undirected[:, None] == classes[None, :]
+    is_predicted = predicted_undirected[:, None] == classes[None, :]
+    correct = is_gold & (predicted == gold)[:, None]
+    return np.stack([correct, is_predicted, is_gold]).astype(np.int64)
+
+
+def semeval_macro_f1(counts: np.ndarray) -> np.ndarray:
+    """The official macro-F1 (a fraction) from summed `semeval_sentence_counts`: (3, ..., C) -> (...)."""
+    precision, recall = _safe_divide(counts[0], counts[1]), _safe_divide(counts[0], counts[2])
+    return _f1(precision, recall).mean(-1)
+
+
 def semeval_official_scores(gold_labels: Labels, predicted_labels: Labels) -> Dict[str, Any]:
     """The SemEval-2010 Task 8 scorer (v1.2) on 19-way labels such as "Cause-Effect(e1,e2)" or "Other".
 

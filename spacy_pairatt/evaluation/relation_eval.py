@@ -16,7 +16,7 @@ from ..core.doc_relations import ENTS, register_relations_extension
 from ..corpora.docred import SPANS_KEY, docred_facts, name_triples, score_docred
 from ..corpora.readers import make_gold_spans_corpus
 from ..corpora.relation_metrics import tune_threshold
-from ..corpora.semeval import score_semeval
+from ..corpora.semeval import score_semeval, semeval_label
 from ..provenance import model_provenance, provenance
 from .parser_eval import percent, predict_examples
 
@@ -50,19 +50,26 @@ def _run_info(model: str, nlp: Language, examples: List[Example], seconds: float
     }
 
 
-def evaluate_semeval(model: str, data: str, batch_size: int = 64) -> Dict:
-    """The official scorer's figures on a converted SemEval split (a pair's best relation, else Other)."""
+def evaluate_semeval(model: str, data: str, batch_size: int = 64, labels: bool = False) -> Dict:
+    """The official scorer's figures on a converted SemEval split (a pair's best relation, else Other);
+    labels: also "labels", each sentence's gold and predicted 19-way label (for a paired bootstrap)."""
     started = time.time()
     nlp = spacy.load(model)
     examples = _given_entities(nlp, data, ENTS)
     seconds = predict_examples(nlp, examples, batch_size)
     scores = score_semeval(examples, 0.0)
-    return {
+    result = {
         **_run_info(model, nlp, examples, seconds, started),
         "task": "semeval",
         "data": str(data),
         "scores": scores,
     }
+    if labels:
+        result["labels"] = {
+            "gold": [semeval_label(example.reference) for example in examples],
+            "predicted": [semeval_label(example.predicted, 0.0) for example in examples],
+        }
+    return result
 
 
 def evaluate_docred(model: str, tune: str, test: str, train: str, batch_size: int = 16) -> Dict:

@@ -132,11 +132,6 @@ def steps_text(entry: Dict, records: Dict[str, Dict]) -> str:
     return ", ".join(map(str, sorted(steps))) or "–"
 
 
-def interval_text(entry: Dict) -> str:
-    interval = entry.get("bootstrap")
-    return "–" if interval is None else f"{interval['low']:+.2f} to {interval['high']:+.2f}"
-
-
 def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
     """Whether the issue's goal is reached anywhere, and else the largest pooled gain of each comparison."""
     reached = [e for e in entries if e.get("at_least_one_point")]
@@ -176,7 +171,7 @@ def attention_curve_block(results: Results) -> str:
     note = source_note(results, sources(results), COMMAND)
     if table is None:
         return missing_text(results) + "\n\n" + note
-    from ..study.attention_curve_table import sentences
+    from ..study.attention_curve_table import interval_span, sentences
 
     records = run_records(results)
     entries = shown_entries(table)
@@ -195,16 +190,21 @@ def attention_curve_block(results: Results) -> str:
         lines.append(
             f"| {sentences(e['n_train'], e['size'])} | {steps_text(e, records)} | {e['comparison']} | "
             f"{len(e['seeds'])} | {'–' if dev is None else f'{dev:+.2f}'} | {by_seed} | {e['pooled']:+.2f} | "
-            f"{interval_text(e)} | {e['verdict']} |"
+            f"{interval_span(e)} | {e['verdict']} |"
         )
     relations = [
         f"{r['dataset']}, {sentences(r['n_train'], r['size'])} sentences {r['att_minus_emb']['mean']:+.2f} "
-        f"(seeds {', '.join(map(str, r['att_minus_emb']['seeds']))})"
+        f"(seeds {', '.join(map(str, r['att_minus_emb']['seeds']))}; "
+        + (f"{interval_span(r['att_minus_emb'])}, {r['att_minus_emb']['verdict']})"
+           if "verdict" in r["att_minus_emb"] else "no interval)")
         for r in table.get("relations", []) if "att_minus_emb" in r
     ]  # fmt: skip
     text = "\n".join(lines) + "\n\n" + goal_text(entries) + "\n\n" + ptb_text(table)
     if relations:
-        text += "SemEval test macro-F1, emb+att - emb, mean over seeds: " + "; ".join(relations) + ".\n\n"
+        text += (
+            "SemEval test macro-F1, emb+att - emb, mean over seeds (with the paired bootstrap's 95% interval): "
+            + "; ".join(relations) + ".\n\n"
+        )  # fmt: skip
     return text + missing_text(results) + "\n\n" + FROM + note
 
 

@@ -302,8 +302,10 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     for domain, data in setup.tests.items():
         output = evaluations / f"{run.run_id}_{domain}.json"
         if run.task == "relations":
-            result = evaluate_semeval(training["model"], data)
+            result = evaluate_semeval(training["model"], data, labels=True)
             scores[domain] = {name[len("rel_semeval_") :]: 100 * value for name, value in result["scores"].items()}
+            labels = write_labels(evaluations / f"{run.run_id}_{domain}_labels.json", result.pop("labels"))
+            scores[domain]["labels"] = str(labels.relative_to(setup.results_dir))
         else:
             result = evaluate_pipeline(training["model"], data, per_document=True)
             arcs = evaluations / f"{run.run_id}_{domain}_arcs.json"
@@ -314,6 +316,39 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
         write_json(result, str(output))
         scores[domain]["evaluation"] = str(output.relative_to(setup.results_dir))
     return scores
+
+
+def write_labels(path: Path, labels: Dict[str, List[str]]) -> Path:
+    """Each test sentence's gold and predicted SemEval label, for the paired bootstrap of macro-F1."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(labels, separators=(",", ":")) + "\n", encoding="utf8")
+    return path
+
+
+def add_relation_labels(record: Dict, setup: Setup) -> bool:
+    """Write the per-sentence labels of a relation run scored before they were kept: its model-best
+    predicts each test set again, and must give the macro-F1 its record holds (else ValueError).
+    Returns whether the record changed."""
+    from ..corpora.relation_metrics import semeval_official_scores
+    from ..evaluation.relation_eval import evaluate_semeval
+
+    changed = False
+    for domain, scores in record["test"].items():
+        if "labels" in scores or domain not in setup.tests:
+            continue
+        labels = evaluate_semeval(record["model"], setup.tests[domain], labels=True)["labels"]
+        again = 100 * semeval_official_scores(labels["gold"], labels["predicted"])["macro_f1"]
+        if abs(again - scores["macro_f1"]) > 1e-6:
+            raise ValueError(
+                f"{record['run_id']}: {record['model']} now gives macro-F1 {again:.4f} on {domain}, its record "
+                f"{scores['macro_f1']:.4f}; the model changed since it was scored"
+            )
+        path = write_labels(
+            Path(setup.results_dir) / "evaluations" / f"{record['run_id']}_{domain}_labels.json", labels
+        )
+        scores["labels"] = str(path.relative_to(setup.results_dir))
+        changed = True
+    return changed
 
 
 def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
@@ -331,6 +366,9 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
         record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
         if reusable(record, setup.reuse, fingerprint):
             print(f"{run.run_id}: results reused ({path})")
+            if run.task == "relations" and add_relation_labels(record, setup):
+                path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+                print(f"{run.run_id}: per-sentence labels added ({path})")
             records.append(record)
             continue
         started = time.time()

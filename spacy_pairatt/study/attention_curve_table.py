@@ -14,7 +14,7 @@ import numpy as np
 from .ablation import read_json
 from .ablation_table import write_table_files
 from .attention_curve import COMPARISONS, DOMAINS, PARSER_ROWS, TASKS, size_label
-from .bootstrap import paired_bootstrap_seeds
+from .bootstrap import paired_bootstrap_macro_f1, paired_bootstrap_seeds
 
 BOOTSTRAP_SEED = 0
 N_RESAMPLES = 10_000
@@ -121,34 +121,47 @@ def compare(pairs: Sequence[Tuple[Dict, Dict]], domain: str, metric: str, result
     return entry
 
 
-def relation_rows(records: Sequence[Dict]) -> List[Dict]:
+def relation_rows(records: Sequence[Dict], results_dir: Path, n_resamples: int = N_RESAMPLES) -> List[Dict]:
     """SemEval runs by dataset (with or without markers), size and row: official macro-F1 per seed
-    and mean, and emb+att - emb per shared seed."""
-    groups: Dict[Tuple, Dict[str, Dict[int, float]]] = {}
+    and mean, and emb+att - emb per shared seed, pooled, with the paired bootstrap interval over test
+    sentences (one draw for every seed and both rows) where every run kept its per-sentence labels."""
+    groups: Dict[Tuple, Dict[str, Dict[int, Dict]]] = {}
     for record in records:
         if record["task"] != "relations":
             continue
         key = (record["dataset"], record["n_train"], size_label(record["size"]))
         for domain, scores in record["test"].items():
-            groups.setdefault(key + (domain,), {}).setdefault(record["row"], {})[record["seed"]] = scores["macro_f1"]
+            groups.setdefault(key + (domain,), {}).setdefault(record["row"], {})[record["seed"]] = scores
     rows = []
     for (dataset, n_train, label, domain), by_row in sorted(groups.items()):
         entry = {"dataset": dataset, "n_train": n_train, "size": label, "domain": domain, "rows": {}}
         for row, by_seed in by_row.items():
             entry["rows"][row] = {
                 "seeds": sorted(by_seed),
-                "macro_f1": [by_seed[s] for s in sorted(by_seed)],
-                "mean": float(np.mean(list(by_seed.values()))),
+                "macro_f1": [by_seed[s]["macro_f1"] for s in sorted(by_seed)],
+                "mean": float(np.mean([scores["macro_f1"] for scores in by_seed.values()])),
             }
         shared = sorted(set(by_row.get("att", {})) & set(by_row.get("emb", {})))
         if shared:
-            differences = [by_row["att"][s] - by_row["emb"][s] for s in shared]
+            differences = [by_row["att"][s]["macro_f1"] - by_row["emb"][s]["macro_f1"] for s in shared]
             entry["att_minus_emb"] = {
                 "seeds": shared,
                 "by_seed": differences,
                 "mean": float(np.mean(differences)),
                 "ahead_in_every_seed": all(d > 0 for d in differences),
             }
+            labels = [
+                [read_json(Path(results_dir) / by_row[row][s].get("labels", "-")) for row in ("att", "emb")]
+                for s in shared
+            ]
+            if all(kept is not None for pair in labels for kept in pair):
+                interval = paired_bootstrap_macro_f1(
+                    [pair[0] for pair in labels], [pair[1] for pair in labels], n_resamples, BOOTSTRAP_SEED
+                )
+                entry["att_minus_emb"]["bootstrap"] = {
+                    key: interval[key] for key in ("low", "high", "p_not_better", "n_resamples", "n_docs")
+                }
+                entry["att_minus_emb"]["verdict"] = verdict(interval)
         rows.append(entry)
     return rows
 
@@ -175,7 +188,7 @@ def curve_table(results_dir: Path, n_resamples: int = N_RESAMPLES) -> Dict:
         "bootstrap": {"n_resamples": n_resamples, "seed": BOOTSTRAP_SEED},
         "curve": curve_points(records),
         "comparisons": comparisons(records, results_dir, n_resamples),
-        "relations": relation_rows(records),
+        "relations": relation_rows(records, results_dir, n_resamples),
         "runs": [run_summary(record) for record in records],
     }
 
@@ -227,6 +240,12 @@ def curve_points_markdown(points: Sequence[Dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def interval_span(entry: Dict) -> str:
+    """An entry's bootstrap interval as "low to high" in points, "–" without one."""
+    interval = entry.get("bootstrap")
+    return "–" if interval is None else f"{interval['low']:+.2f} to {interval['high']:+.2f}"
+
+
 def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
     lines = [
         "## Differences (points, test)\n",
@@ -242,7 +261,7 @@ def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
     for e in entries:
         by_seed = ", ".join(f"{seed}: {value:+.2f}" for seed, value in zip(e["seeds"], e["by_seed"]))
         interval = e.get("bootstrap")
-        span = "–" if interval is None else f"{interval['low']:+.2f} to {interval['high']:+.2f}"
+        span = interval_span(e)
         p_value = "–" if interval is None else f"{interval['p_not_better']:.3f}"
         goal = "yes" if e.get("at_least_one_point") else "no"
         lines.append(
@@ -256,10 +275,12 @@ def relations_markdown(rows: Sequence[Dict]) -> str:
     lines = [
         "## Relations: SemEval-2010 Task 8, official macro-F1 (test)\n",
         "`semeval`: entities given as spans only (the paper's setting); `semeval_markers`: with `$ e1 $`, `# e2 #` "
-        "in the text. Mean over seeds, then each seed; no bootstrap (the official scorer's macro-F1 is not "
-        "kept per sentence).\n",
-        "| data | sentences | emb | emb+att | emb+att - emb by seed | mean difference | ahead in every seed |",
-        "|---|---|---|---|---|---|---|",
+        "in the text. Mean over seeds, then each seed; the interval: the paired bootstrap over test sentences, "
+        "one draw for every seed and both rows, of the mean difference (where the runs kept each sentence's "
+        "labels).\n",
+        "| data | sentences | emb | emb+att | emb+att - emb by seed | mean difference | 95% interval | verdict "
+        "| ahead in every seed |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [seed_scores(r["rows"].get(row)) for row in ("emb", "att")]
@@ -267,9 +288,11 @@ def relations_markdown(rows: Sequence[Dict]) -> str:
         by_seed = "–" if diff is None else ", ".join(f"{s}: {d:+.2f}" for s, d in zip(diff["seeds"], diff["by_seed"]))
         mean = "–" if diff is None else f"{diff['mean']:+.2f}"
         every = "–" if diff is None else ("yes" if diff["ahead_in_every_seed"] else "no")
+        interval = "–" if diff is None else interval_span(diff)
+        judged = "–" if diff is None else diff.get("verdict", "no interval (labels missing)")
         lines.append(
             f"| {r['dataset']} | {sentences(r['n_train'], r['size'])} | {cells[0]} | {cells[1]} | {by_seed} | "
-            f"{mean} | {every} |"
+            f"{mean} | {interval} | {judged} | {every} |"
         )
     return "\n".join(lines) + "\n"
 
