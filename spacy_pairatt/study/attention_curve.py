@@ -304,8 +304,7 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
         if run.task == "relations":
             result = evaluate_semeval(training["model"], data, labels=True)
             scores[domain] = {name[len("rel_semeval_") :]: 100 * value for name, value in result["scores"].items()}
-            labels = write_labels(evaluations / f"{run.run_id}_{domain}_labels.json", result.pop("labels"))
-            scores[domain]["labels"] = str(labels.relative_to(setup.results_dir))
+            scores[domain]["labels"] = write_labels(setup, run.run_id, domain, result.pop("labels"))
         else:
             result = evaluate_pipeline(training["model"], data, per_document=True)
             arcs = evaluations / f"{run.run_id}_{domain}_arcs.json"
@@ -318,11 +317,13 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     return scores
 
 
-def write_labels(path: Path, labels: Dict[str, List[str]]) -> Path:
-    """Each test sentence's gold and predicted SemEval label, for the paired bootstrap of macro-F1."""
+def write_labels(setup: Setup, run_id: str, domain: str, labels: Dict[str, List[str]]) -> str:
+    """Each test sentence's gold and predicted SemEval label, for the paired bootstrap of macro-F1,
+    into evaluations/{run_id}_{domain}_labels.json; returns that path relative to the results."""
+    path = Path(setup.results_dir) / "evaluations" / f"{run_id}_{domain}_labels.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(labels, separators=(",", ":")) + "\n", encoding="utf8")
-    return path
+    return str(path.relative_to(setup.results_dir))
 
 
 def add_relation_labels(record: Dict, setup: Setup) -> bool:
@@ -343,10 +344,7 @@ def add_relation_labels(record: Dict, setup: Setup) -> bool:
                 f"{record['run_id']}: {record['model']} now gives macro-F1 {again:.4f} on {domain}, its record "
                 f"{scores['macro_f1']:.4f}; the model changed since it was scored"
             )
-        path = write_labels(
-            Path(setup.results_dir) / "evaluations" / f"{record['run_id']}_{domain}_labels.json", labels
-        )
-        scores["labels"] = str(path.relative_to(setup.results_dir))
+        scores["labels"] = write_labels(setup, record["run_id"], domain, labels)
         changed = True
     return changed
 
