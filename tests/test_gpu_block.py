@@ -63,5 +63,5 @@ def test_a_parser_change_makes_the_training_files_stale_and_names_the_command(tm
 
     stale = ", ".join(f"`{path}`" for path, kind in GPU_FILES if kind == "parser")
     assert f"**Stale** ({stale}): made before a parser change" in block
-    assert "re-run: `python -m spacy project run bench-gpu --vars.gpu_id 0`" in block
+    assert "re-run: `python -m spacy project run bench-gpu . --vars.gpu_id 0`" in block
     assert "| (b) transformer + pairatt_parser |" in block  # bench/table.py of the checkout renders the speed

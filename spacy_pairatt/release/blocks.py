@@ -233,7 +233,7 @@ def gpu_block(results: Results) -> str:
             lines += ["", f"Peak GPU memory torch allocated over the whole bench: {allocated:,.0f} MiB."]
         parts.append("\n".join(lines) + f"\n\nBench as run: `{speed['provenance']['command']}`.")
     text = "\n\n".join(parts) + "\n\n" if parts else ""
-    return text + source_note(results, GPU_FILES, "python -m spacy project run bench-gpu --vars.gpu_id 0")
+    return text + source_note(results, GPU_FILES, "python -m spacy project run bench-gpu . --vars.gpu_id 0")
 
 
 def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List[Tuple[str, str]]:

