@@ -72,6 +72,7 @@ setup(
             "spacy-pairatt.TransformerListener.v1 = spacy_pairatt.layers.parser_model:build_transformer_listener",
             "spacy-pairatt.SurfaceTok2Vec.v1 = spacy_pairatt.layers.surface:build_surface_tok2vec",
             "spacy-pairatt.DropoutBiLSTMEncoder.v1 = spacy_pairatt.layers.surface:build_dropout_bilstm_encoder",
+            "spacy-pairatt.TaggerEnsemble.v1 = spacy_pairatt.layers.ensemble:build_tagger_ensemble",
             "spacy-pairatt.AttentionTransformerModel.v1 = "
             "spacy_pairatt.layers.attention_transformer:build_attention_transformer",
         ],

@@ -148,6 +148,7 @@ SETTING_RULES = {
     "width": _integer_at_least(1),
     "window_size": _integer_at_least(0),
     "depth": _integer_at_least(1),
+    "members": _integer_at_least(1),
     "max_pairs_per_doc": _integer_at_least(2),  # two entities are two ordered pairs
     "dropout": ("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1),
     "grad_factor": ("a number >= 0 (0 freezes the transformer for this component)", lambda v: _is_number(v) and v >= 0),

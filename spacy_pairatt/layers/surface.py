@@ -33,19 +33,27 @@ def build_surface_tok2vec(
     rows per attribute; width: the maxout layer over both; window_size: tokens on each side a
     second maxout layer sees (0: none), so a sentence start can read the token before it.
     """
-    check_settings("spacy-pairatt.SurfaceTok2Vec.v1", surface_width=surface_width, width=width, window_size=window_size)
-    if len(attrs) != len(rows):
-        raise ValueError(
-            f"spacy-pairatt.SurfaceTok2Vec.v1: attrs {list(attrs)} and rows {list(rows)} must have one "
-            "table size per attribute"
-        )
-    surface = MultiHashEmbed(width=surface_width, attrs=list(attrs), rows=list(rows), include_static_vectors=False)
-    model = chain(
-        concatenate(handing_on_no_input_gradient(tok2vec), surface), with_array(Maxout(width, nP=3, normalize=True))
-    )
+    check_settings("spacy-pairatt.SurfaceTok2Vec.v1", width=width, window_size=window_size)
+    surface = surface_embedding("spacy-pairatt.SurfaceTok2Vec.v1", surface_width, attrs, rows)
+    model = chain(concatenate(handing_on_no_input_gradient(tok2vec), surface), with_array(surface_mix(width)))
     if window_size:
         model = chain(model, MaxoutWindowEncoder(width=width, window_size=window_size, maxout_pieces=3, depth=1))
     return model
+
+
+def surface_embedding(
+    owner: str, surface_width: int, attrs: Sequence[str], rows: Sequence[int]
+) -> Model[List[Doc], List[Floats2d]]:
+    """The hashed embedding of the token attributes `attrs`, one table of `rows[i]` rows each."""
+    check_settings(owner, surface_width=surface_width)
+    if len(attrs) != len(rows):
+        raise ValueError(f"{owner}: attrs {list(attrs)} and rows {list(rows)} must have one table size per attribute")
+    return MultiHashEmbed(width=surface_width, attrs=list(attrs), rows=list(rows), include_static_vectors=False)
+
+
+def surface_mix(width: int) -> Model[Floats2d, Floats2d]:
+    """The maxout layer that mixes the listener's vectors with the spelling features."""
+    return Maxout(width, nP=3, normalize=True)
 
 
 def handing_on_no_input_gradient(layer: Model[List[Doc], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
