@@ -138,6 +138,13 @@ def test_summed_sentence_counts_give_the_official_macro_f1():
     assert semeval_macro_f1(counts[:, drawn].sum(1)) == pytest.approx(expected)
 
 
+def test_sentence_counts_check_labels_as_the_official_scorer_does():
+    from spacy_pairatt.corpora.relation_metrics import semeval_sentence_counts
+
+    with pytest.raises(ValueError, match="predicted label 'Cause-Effect' of sentence 1 is not a SemEval-2010"):
+        semeval_sentence_counts(["Other", "Other"], ["Other", "Cause-Effect"])
+
+
 def test_macro_f1_bootstrap_recovers_a_known_difference_over_seeds():
     """Under each of 3 seeds the better system is right on 200 more of 1,000 sentences than the worse."""
     from spacy_pairatt.corpora.relation_metrics import semeval_official_scores

@@ -10,7 +10,7 @@
 Definitions and sources: docs/relations_data.md.
 """
 
-from typing import Any, Collection, Dict, Hashable, Mapping, Sequence, Union
+from typing import Any, Collection, Dict, Hashable, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -53,21 +53,26 @@ def _f1(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
     return _safe_divide(2 * precision * recall, precision + recall)
 
 
+def _class_counts(
+    gold_keys: np.ndarray, predicted_keys: np.ndarray, correct: np.ndarray, covered: np.ndarray
+) -> Tuple[np.ndarray, np.ndarray]:
+    """The classes (the keys present in the answer key, Other excluded) and (3, D, C) what each of D
+    sentences adds to their counts: correct predictions on gold c, predictions whose key is c
+    (wrong-direction ones included: the scorer's xDIRx column adds to the precision denominator;
+    predictions of a class absent from the key count for no class, like Other), and gold c
+    (skipped sentences included)."""
+    classes = np.array(sorted(set(gold_keys) - {OTHER}), dtype=object)
+    is_gold = gold_keys[:, None] == classes[None, :]
+    is_predicted = (predicted_keys[:, None] == classes[None, :]) & covered[:, None]
+    return classes, np.stack([is_gold & correct[:, None], is_predicted, is_gold]).astype(np.int64)
+
+
 def _semeval_evaluation(
     gold_keys: np.ndarray, predicted_keys: np.ndarray, correct: np.ndarray, covered: np.ndarray
 ) -> Dict[str, Any]:
-    """One of the Perl scorer's three evaluations.
-
-    Classes are the keys present in the answer key, Other excluded; predictions of a class absent
-    from the key count for no class (like Other). For class c: tp = correct predictions on gold c,
-    predicted = predictions whose key is c (wrong-direction ones included: the scorer's xDIRx column
-    adds to the precision denominator), gold = all key examples of c, skipped ones included.
-    """
-    classes = np.array(sorted(set(gold_keys) - {OTHER}), dtype=object)
-    is_gold = gold_keys[None, :] == classes[:, None]
-    is_predicted = (predicted_keys[None, :] == classes[:, None]) & covered
-    tp = (is_gold & correct).sum(axis=1)
-    n_predicted, n_gold = is_predicted.sum(axis=1), is_gold.sum(axis=1)
+    """One of the Perl scorer's three evaluations, from the counts of `_class_counts`."""
+    classes, counts = _class_counts(gold_keys, predicted_keys, correct, covered)
+    tp, n_predicted, n_gold = counts.sum(axis=1)
     precision, recall = _safe_divide(tp, n_predicted), _safe_divide(tp, n_gold)
     f1 = _f1(precision, recall)
     micro_p, micro_r = _safe_divide(tp.sum(), n_predicted.sum()), _safe_divide(tp.sum(), n_gold.sum())
@@ -86,6 +91,17 @@ def _semeval_evaluation(
     }
 
 
+def _check_labels(gold: Dict[Hashable, str], predicted: Dict[Hashable, str]) -> None:
+    """Every label a SemEval-2010 Task 8 label, and no prediction for a sentence without a gold label."""
+    for source, labels in (("gold", gold), ("predicted", predicted)):
+        for key, label in labels.items():
+            if label not in SEMEVAL_LABELS:
+                raise ValueError(f"{source} label {label!r} of sentence {key!r} is not a SemEval-2010 Task 8 label")
+    unknown = [key for key in predicted if key not in gold]
+    if unknown:
+        raise ValueError(f"predictions for sentences without a gold label: {unknown[:5]}")
+
+
 def semeval_sentence_counts(gold_labels: Sequence[str], predicted_labels: Sequence[str]) -> np.ndarray:
     """(3, D, C) what each of D sentences adds to the official evaluation's counts of C classes (the
     relations in the gold labels, Other excluded): correct (direction included), predicted and gold.
@@ -96,12 +112,9 @@ def semeval_sentence_counts(gold_labels: Sequence[str], predicted_labels: Sequen
     gold, predicted = np.asarray(gold_labels, dtype=object), np.asarray(predicted_labels, dtype=object)
     if gold.shape != predicted.shape:
         raise ValueError(f"{len(predicted)} predicted labels for {len(gold)} gold labels")
-    gold_undirected, predicted_undirected = undirected(gold), undirected(predicted)
-    classes = np.array(sorted(set(gold_undirected) - {OTHER}), dtype=object)
-    is_gold = gold_undirected[:, None] == classes[None, :]
-    is_predicted = predicted_undirected[:, None] == classes[None, :]
-    correct = is_gold & (predicted == gold)[:, None]
-    return np.stack([correct, is_predicted, is_gold]).astype(np.int64)
+    _check_labels(_as_dict(list(gold)), _as_dict(list(predicted)))
+    covered = np.ones(len(gold), dtype=bool)
+    return _class_counts(undirected(gold), undirected(predicted), predicted == gold, covered)[1]
 
 
 def semeval_macro_f1(counts: np.ndarray) -> np.ndarray:
@@ -123,13 +136,7 @@ def semeval_official_scores(gold_labels: Labels, predicted_labels: Labels) -> Di
     gold, predicted = _as_dict(gold_labels), _as_dict(predicted_labels)
     if not isinstance(predicted_labels, Mapping) and len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predicted labels for {len(gold)} gold labels")
-    for source, labels in (("gold", gold), ("predicted", predicted)):
-        for key, label in labels.items():
-            if label not in SEMEVAL_LABELS:
-                raise ValueError(f"{source} label {label!r} of sentence {key!r} is not a SemEval-2010 Task 8 label")
-    unknown = [key for key in predicted if key not in gold]
-    if unknown:
-        raise ValueError(f"predictions for sentences without a gold label: {unknown[:5]}")
+    _check_labels(gold, predicted)
     ids = list(gold)
     gold_array = np.array([gold[key] for key in ids], dtype=object)
     predicted_array = np.array([predicted.get(key, "") for key in ids], dtype=object)

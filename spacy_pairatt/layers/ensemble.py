@@ -75,6 +75,8 @@ def member_inputs(model: Model, docs: List[Doc], is_train: bool):
 
 
 def ensemble_forward(model: Model, docs: List[Doc], is_train: bool):
+    if not docs:  # thinc's layers cannot infer a width from an empty batch
+        return [], lambda d_mean: []
     members = model.attrs["members"]
     heads = model.layers[1 + members :]
     vectors, backprop_listener, spelled, inputs = member_inputs(model, docs, is_train)
