@@ -74,7 +74,7 @@ def stage_two_model(trained_model, tiny_bert_dir):
 
 def test_stage_two_trains_a_new_senter_and_keeps_every_other_component(trained_model, stage_two_model):
     """The second stage changes the senter alone: the other components' weights are stage 1's, byte for
-    byte, and the new senter reads the whole Doc (a BiLSTM) through its own listener."""
+    byte, and the new senter reads the whole Doc (a BiLSTM per member of its ensemble) through its own listener."""
     first, second = spacy.load(trained_model), spacy.load(stage_two_model)
     assert second.pipe_names == first.pipe_names
     encoders = [nlp.get_pipe("transformer").model.transformer.state_dict() for nlp in (first, second)]
@@ -82,7 +82,8 @@ def test_stage_two_trains_a_new_senter_and_keeps_every_other_component(trained_m
     for name in ("tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
         assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
     senter = second.get_pipe("senter").model
-    assert any(node.name == "pytorch" for node in senter.walk())
+    members = spacy.util.load_config(REPO / "configs" / "pipeline_senter_minilm.cfg")["components"]["senter"]["model"]
+    assert sum(node.name == "pytorch" for node in senter.walk()) == members["members"] > 1  # one BiLSTM each
     assert senter.to_bytes() != first.get_pipe("senter").model.to_bytes()
     assert len(second.get_pipe("transformer").listeners) == 5
     doc = second(TEXT)
