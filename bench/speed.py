@@ -207,6 +207,8 @@ def main() -> None:
             if args.pairatt_model
             else "initialised, not trained (speed does not depend on them; MST sees more cycles)"
         ),
+        # The trained pipelines timed; null: built from its config, initialised.
+        "models": {"pairatt_parser": args.pairatt_model, "transition": args.transition_model},
         "inference": inference(pairatt, transition, transition_batched, docs, args.repeats, args.batch_size),
         "training": training_steps(pairatt, tagger, load_docs(train, pairatt, 32 * 8), args.train_steps, 32),
         "decoding": decoding_share(pairatt, docs, args.batch_size),

@@ -36,13 +36,14 @@ def provenance(
     seed: the seed the results depend on (a training seed, a sampling seed; None where there is none).
     started: `time.time()` when the work began; `wall_seconds` runs from there to now (default: from
     the start of the process). command: default the process's command line (`command_line()`).
-    code: `code_version()` taken when the work began (default: now); a checkout can move on during
-    a long training, and the commit that counts is the one it started from.
+    code: `code_version()` taken when the work began (default: when this process imported this
+    module, `CODE_AT_IMPORT`); a checkout can move on during a long run, and the code that counts is
+    the code the process loaded, not the checkout's state when the results are written.
     """
     now = time.time()
     start = process_start() if started is None else started
     return {
-        "code": code or code_version(),
+        "code": code or CODE_AT_IMPORT,
         "versions": {"python": platform.python_version(), **library_versions()},
         "command": command or command_line(),
         "seed": seed,
@@ -168,3 +169,7 @@ def model_provenance(nlp, path) -> Dict:
         "encoder": encoder,
         "spacy_version": nlp.meta.get("spacy_version"),
     }
+
+
+# The code this process runs: Python keeps the modules it imported, whatever the checkout becomes.
+CODE_AT_IMPORT = code_version()

@@ -82,6 +82,26 @@ def write(root, path, data):
     (root / path).write_text(json.dumps(data), encoding="utf8")
 
 
+def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch):
+    from spacy_pairatt.release.limits import speed_limit
+
+    monkeypatch.setattr(Results, "committed", lambda self, path: None)
+    speed = {
+        "machine": {"torch_threads": 2},
+        "models": {"pairatt_parser": "training/pairatt/model-best", "transition": None},
+        "inference": {"ratio_b_over_a": 0.85, "ratio_b_over_c_wordpiece_batched": 0.8},
+        "provenance": {"created": "2030-01-01T00:00:00+00:00"},
+    }
+    write(tmp_path, "results/bench_speed.json", speed)
+    assert "trained pairatt_parser, initialised transition parser, 2 torch threads" in speed_limit(Results(tmp_path))
+    speed["models"]["transition"] = "training/transition/model-best"
+    write(tmp_path, "results/bench_speed.json", speed)
+    assert "(results/bench.md, trained pipelines," in speed_limit(Results(tmp_path))
+    speed["models"] = {"pairatt_parser": None, "transition": None}
+    write(tmp_path, "results/bench_speed.json", speed)
+    assert "untrained weights" in speed_limit(Results(tmp_path))
+
+
 def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monkeypatch):
     monkeypatch.setattr(Results, "committed", lambda self, path: None)  # no git history here
     write(tmp_path, "results/old.json", {"scores": {}})

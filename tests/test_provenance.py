@@ -1,7 +1,10 @@
 """Provenance of results files: commit and dirtiness, library versions, command, seed, wall time, cores."""
 
+import json
 import platform
+import shutil
 import subprocess
+import sys
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -61,6 +64,24 @@ def test_dirty_means_changed_code_not_changed_results(checkout):
     (checkout / "spacy_pairatt" / "new.py").write_text("Y = 1\n")
     assert code_version(checkout)["dirty"] is True
     assert code_version(checkout)["dirty_paths"] == ["spacy_pairatt/code.py", "spacy_pairatt/new.py"]
+
+
+def test_results_name_the_code_the_process_imported_not_the_checkout_at_the_end(checkout):
+    """A long run writes its results after the checkout may have moved on: they name the code it loaded."""
+    shutil.copy(Path(provenance_module.__file__), checkout / "spacy_pairatt" / "provenance.py")
+    (checkout / "spacy_pairatt" / "__init__.py").write_text("")
+    git(checkout, "add", ".")
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "provenance")
+    script = (
+        "import json, pathlib, sys; sys.path.insert(0, sys.argv[1]);"
+        "from spacy_pairatt.provenance import code_version, provenance;"
+        "pathlib.Path(sys.argv[1], 'spacy_pairatt', 'code.py').write_text('X = 2');"
+        "print(json.dumps([provenance()['code'], code_version()]))"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(checkout)], check=True, capture_output=True, text=True)
+    recorded, at_the_end = json.loads(run.stdout)
+    assert recorded == {"commit": git(checkout, "rev-parse", "HEAD"), "dirty": False, "dirty_paths": []}
+    assert at_the_end["dirty"] is True and at_the_end["dirty_paths"] == ["spacy_pairatt/code.py"]
 
 
 def test_no_checkout_no_commit(tmp_path):

@@ -2,6 +2,7 @@
 
 import argparse
 
+from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
 from . import ablation, attention_curve, corpora, evaluate, parse, probing, release, tokenizer
 from .errors import one_line
 

@@ -15,13 +15,12 @@ def speed_limit(results: Results) -> str:
     stale = results.made("results/bench_speed.json", "bench").stale_since()
     when = f"; stale: measured before {stale.what}" if stale else ""
     threads = speed["machine"].get("torch_threads", "?")
-    weights = speed.get("weights", "")
-    if not weights.startswith("trained"):
-        weights = "untrained weights"
-    elif "initialised" in weights:
-        weights = "trained pairatt_parser, initialised transition parser"
-    else:
-        weights = "trained pipelines"
+    trained = {name for name, path in speed["models"].items() if path}
+    weights = {
+        frozenset(): "untrained weights",
+        frozenset({"pairatt_parser"}): "trained pairatt_parser, initialised transition parser",
+        frozenset({"transition"}): "initialised pairatt_parser, trained transition parser",
+    }.get(frozenset(trained), "trained pipelines")
     return (
         f"Speed (results/bench.md, {weights}, {threads} torch threads{when}): "
         f"transformer + pairatt_parser ran at {inference['ratio_b_over_a']:.2f} times the transformer's own "
