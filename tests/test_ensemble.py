@@ -117,6 +117,8 @@ def test_settings_are_checked():
         build_tagger_ensemble(fixed_vectors(), members=0)
     with pytest.raises(ValueError, match="TaggerEnsemble.v1: attrs .* must have one table size per attribute"):
         build_tagger_ensemble(fixed_vectors(), rows=(10, 10))
+    with pytest.raises(ValueError, match="TaggerEnsemble.v1: initialize needs sample Docs"):
+        build_tagger_ensemble(fixed_vectors()).initialize()
 
 
 def test_an_empty_doc_and_no_docs(docs):

@@ -2,7 +2,7 @@
 
 For the UD pipeline's senter: sentence starts on the frozen transformer vary by about a point of
 sentence F from one training seed to the next, and averaging members trained from different
-initialisations removes much of that variance (docs/ud_pipeline.md#stage-3-an-ensemble-senter).
+initialisations removes much of that variance (docs/ud_pipeline.md#six-heads-averaged).
 The members share the listener's vectors (a frozen transformer's output, read once per batch);
 each has its own spelling features, maxout layer, BiLSTM and softmax.
 
@@ -85,13 +85,13 @@ def ensemble_forward(model: Model, docs: List[Doc], is_train: bool):
 
     def backprop(d_mean: List[Floats2d]) -> List:
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
+        width = vectors[0].shape[1]  # the listener's columns of each member's input; its own after them
         for (member_probs, backprop_head), (_, backprop_surface) in zip(results, spelled):
             d_member = [
                 d + (d != 0).any(axis=1, keepdims=True) * (p - mean)
                 for d, p, mean in zip(d_mean, member_probs, probabilities)
             ]
             d_inputs = backprop_head(d_member)
-            width = d_vectors[0].shape[1] if d_vectors else 0
             for d_vector, d_input in zip(d_vectors, d_inputs):
                 d_vector += d_input[:, :width]
             backprop_surface([d_input[:, width:] for d_input in d_inputs])
@@ -101,17 +101,17 @@ def ensemble_forward(model: Model, docs: List[Doc], is_train: bool):
     return probabilities, backprop
 
 
-def ensemble_init(model: Model, X: List[Doc] = None, Y: List[Floats2d] = None) -> None:
+def ensemble_init(model: Model, X: Optional[List[Doc]] = None, Y: Optional[List[Floats2d]] = None) -> None:
+    """Each member's layers sized from sample Docs X (their input widths) and labels Y (nO), as spaCy's
+    tagger and senter initialise their models."""
+    if not X:
+        raise ValueError(f"{OWNER}: initialize needs sample Docs (X) to size the members' layers")
     members = model.attrs["members"]
     listener, surfaces, heads = model.layers[0], model.layers[1 : 1 + members], model.layers[1 + members :]
     listener.initialize(X=X)
     for surface in surfaces:
         surface.initialize(X=X)
-    if X is None:
-        for head in heads:
-            head.initialize(Y=Y)
-    else:
-        _, _, _, inputs = member_inputs(model, X, is_train=False)
-        for head, inputs_k in zip(heads, inputs):
-            head.initialize(X=inputs_k, Y=Y)
+    _, _, _, inputs = member_inputs(model, X, is_train=False)
+    for head, inputs_k in zip(heads, inputs):
+        head.initialize(X=inputs_k, Y=Y)
     model.set_dim("nO", heads[0].get_dim("nO"))
