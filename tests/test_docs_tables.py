@@ -100,6 +100,10 @@ def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch
     speed["models"] = {"pairatt_parser": None, "transition": None}
     write(tmp_path, "results/bench_speed.json", speed)
     assert "untrained weights" in speed_limit(Results(tmp_path))
+    del speed["models"]
+    write(tmp_path, "results/bench_speed.json", speed)
+    with pytest.raises(ValueError, match="bench_speed.json has no `models`.*re-run"):
+        speed_limit(Results(tmp_path))
 
 
 def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monkeypatch):

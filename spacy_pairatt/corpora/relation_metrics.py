@@ -112,7 +112,7 @@ def semeval_sentence_counts(gold_labels: Sequence[str], predicted_labels: Sequen
     gold, predicted = np.asarray(gold_labels, dtype=object), np.asarray(predicted_labels, dtype=object)
     if gold.shape != predicted.shape:
         raise ValueError(f"{len(predicted)} predicted labels for {len(gold)} gold labels")
-    _check_labels(_as_dict(list(gold)), _as_dict(list(predicted)))
+    _check_labels(_as_dict(gold_labels), _as_dict(predicted_labels))
     covered = np.ones(len(gold), dtype=bool)
     return _class_counts(undirected(gold), undirected(predicted), predicted == gold, covered)[1]
 

@@ -15,6 +15,11 @@ def speed_limit(results: Results) -> str:
     stale = results.made("results/bench_speed.json", "bench").stale_since()
     when = f"; stale: measured before {stale.what}" if stale else ""
     threads = speed["machine"].get("torch_threads", "?")
+    if "models" not in speed:
+        raise ValueError(
+            "results/bench_speed.json has no `models` (written before bench/speed.py recorded the pipelines "
+            "it timed); re-run: python -m spacy project run bench"
+        )
     trained = {name for name, path in speed["models"].items() if path}
     weights = {
         frozenset(): "untrained weights",
