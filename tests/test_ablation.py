@@ -254,7 +254,7 @@ def test_evaluate_decoder_override(saved_parser, tmp_path):
 
 def test_learn_rate_is_read_from_the_row_config(tmp_path):
     assert config_learn_rate(ROWS_BY_KEY["fea_emb"].config) == 1e-3
-    assert config_learn_rate(ROWS_BY_KEY["ft_emb"].config) == 1e-4
+    assert config_learn_rate(ROWS_BY_KEY["ft_emb"].config) == 3e-4
     config = tmp_path / "constant.cfg"
     config.write_text("[training]\n\n[training.optimizer]\nlearn_rate = 0.02\n", encoding="utf8")
     assert config_learn_rate(str(config)) == 0.02
