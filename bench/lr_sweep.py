@@ -1,0 +1,171 @@
+"""Dev scores of a training config at several learning rates: the sweep behind the default rate.
+
+Each rate trains the config as it is with `--training.optimizer.learn_rate.initial_rate RATE` (same
+seed, steps, schedule shape and data), `--parallel` of them at once (on a GPU the runs are bound by
+the host, so several share it well). spaCy's own evaluation rows (dev UAS/LAS at every
+`eval_frequency` steps) are read from each run's log; model-best is the row with the highest UAS + LAS.
+Test data is not read: the sweep only chooses.
+
+    python bench/lr_sweep.py --rates 1e-4 2e-4 3e-4 5e-4 8e-4 --gpu-id 0 --parallel 5
+
+writes RESULTS/lr_{rate}.log, RESULTS.json and RESULTS.md (default results/gpu/lr_sweep).
+--from-logs DIR tables runs made elsewhere (logs named lr_{rate}.log) with --commit and --versions-from
+naming the code and libraries they ran with, and --started/--ended (Unix seconds) when they ran.
+"""
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import spacy  # noqa: E402
+
+from spacy_pairatt.provenance import command_line, provenance  # noqa: E402
+
+# spaCy's ConsoleLogger row: epoch, step, the components' losses, then the scores and SCORE.
+EVAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+((?:[\d.]+\s+)+)([\d.]+)\s*$")
+
+
+def train_command(config: str, rate: str, output: Path, gpu_id: int) -> List[str]:
+    override = "--training.optimizer.learn_rate.initial_rate"
+    return [sys.executable, "-m", "spacy", "train", config, "--output", str(output), "--gpu-id", str(gpu_id),
+            override, rate]  # fmt: skip
+
+
+def eval_rows(log: str, columns: List[str]) -> List[Dict]:
+    """spaCy's evaluation rows of a training log: step and the named score columns (in %), which are
+    the last ones before SCORE, in the header's order."""
+    rows = []
+    for line in log.splitlines():
+        match = EVAL_ROW.match(line)
+        if not match:
+            continue
+        values = [float(v) for v in match.group(3).split()][-len(columns) :]
+        rows.append({"step": int(match.group(2)), **dict(zip(columns, values)), "score": float(match.group(4))})
+    if not rows:
+        raise SystemExit("no evaluation rows in the training log: was it cut off before the first evaluation?")
+    return rows
+
+
+def score_columns(log: str) -> List[str]:
+    """The score columns of the log's header (`DEP_UAS  DEP_LAS  SENTS_F  SCORE`), lowercased."""
+    for line in log.splitlines():
+        if "SCORE" in line and "#" in line:
+            names = line.split()
+            return [name.lower() for name in names[names.index("SCORE") - 3 : names.index("SCORE")]]
+    raise SystemExit("no header row (E  #  ...  SCORE) in the training log")
+
+
+def table(rates: List[str], logs: Dict[str, str]) -> List[Dict]:
+    runs = []
+    for rate in rates:
+        rows = eval_rows(logs[rate], score_columns(logs[rate]))
+        # The log rounds SCORE to two digits; the config weighs UAS and LAS equally, so their sum at the
+        # logged precision orders the evaluations, the later one winning a tie.
+        best = max(rows, key=lambda row: (round(row["dep_uas"] + row["dep_las"], 2), row["step"]))
+        runs.append({"rate": float(rate), "rows": rows, "best": best, "last": rows[-1]})
+    return runs
+
+
+def markdown(record: Dict) -> str:
+    prov = record["provenance"]
+    lines = [
+        f"# Learning-rate sweep of {record['config']} (python bench/lr_sweep.py)",
+        "",
+        f"EWT dev UAS/LAS as spaCy's training log gives them; seed {prov['seed']}; "
+        f"commit {(prov['code']['commit'] or '?')[:8]}; {record['device']}; {prov['created']}. "
+        "model-best: the evaluation with the highest UAS + LAS (the config's score weights). Test data not read.",
+        "",
+        "| initial rate | " + " | ".join(f"LAS @{row['step']}" for row in record["runs"][0]["rows"][1:])
+        + " | model-best UAS | model-best LAS |",
+        "|---" * (len(record["runs"][0]["rows"]) + 2) + "|",
+    ]  # fmt: skip
+    best_rate = max(record["runs"], key=lambda run: run["best"]["dep_uas"] + run["best"]["dep_las"])["rate"]
+    for run in record["runs"]:
+        las = " | ".join(f"{row['dep_las']:.2f}" for row in run["rows"][1:])
+        mark = " (chosen)" if run["rate"] == best_rate else ""
+        lines.append(f"| {run['rate']:g}{mark} | {las} | {run['best']['dep_uas']:.2f} | {run['best']['dep_las']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_sweep(args, results: Path) -> Dict[str, str]:
+    """Train every rate, `args.parallel` at a time; each run's output goes to results/lr_{rate}.log."""
+    pending = list(args.rates)
+    running = []
+    while pending or running:
+        while pending and len(running) < args.parallel:
+            rate = pending.pop(0)
+            log = (results / f"lr_{rate}.log").open("w", encoding="utf8")
+            command = train_command(args.config, rate, Path(args.output_dir) / f"lr_{rate}", args.gpu_id)
+            running.append((rate, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log))
+        time.sleep(2)
+        for item in [item for item in running if item[1].poll() is not None]:
+            running.remove(item)
+            item[2].close()
+            if item[1].returncode != 0:
+                raise SystemExit(f"training at rate {item[0]} failed: see {results / f'lr_{item[0]}.log'}")
+    return {rate: (results / f"lr_{rate}.log").read_text(encoding="utf8") for rate in args.rates}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="configs/parser_minilm.cfg")
+    parser.add_argument("--rates", nargs="+", required=True, help="as the config writes them, e.g. 3e-4")
+    parser.add_argument("--gpu-id", type=int, default=-1)
+    parser.add_argument("--parallel", type=int, default=1)
+    parser.add_argument("--output-dir", default="training/lr_sweep", help="the trained pipelines")
+    parser.add_argument("--results", default="results/gpu/lr_sweep")
+    parser.add_argument("--device", default=None, help="the machine, in words (default: CPU or the GPU's name)")
+    parser.add_argument("--from-logs", default=None, help="table logs made elsewhere instead of training")
+    parser.add_argument("--commit", default=None, help="with --from-logs: the commit the runs ran")
+    parser.add_argument("--versions-from", default=None, help="with --from-logs: a results JSON whose versions apply")
+    parser.add_argument("--started", type=float, default=None, help="with --from-logs: Unix seconds")
+    parser.add_argument("--ended", type=float, default=None, help="with --from-logs: Unix seconds")
+    args = parser.parse_args(argv)
+    results = Path(args.results)
+    results.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    if args.from_logs:
+        if not (args.commit and args.versions_from and args.started and args.ended):
+            raise SystemExit("--from-logs needs --commit, --versions-from, --started and --ended")
+        logs = {rate: (Path(args.from_logs) / f"lr_{rate}.log").read_text(encoding="utf8") for rate in args.rates}
+        for rate, log in logs.items():
+            (results / f"lr_{rate}.log").write_text(log, encoding="utf8")
+    else:
+        logs = run_sweep(args, results)
+    record = {"config": args.config, "rates": args.rates, "runs": table(args.rates, logs)}
+    seed = spacy.util.load_config(args.config)["system"]["seed"]  # every run keeps the config's seed
+    record["provenance"] = provenance(seed=seed, started=started, command=command_line())
+    if args.from_logs:
+        versions = json.loads(Path(args.versions_from).read_text(encoding="utf8"))["provenance"]["versions"]
+        record["provenance"].update(
+            code={"commit": args.commit, "dirty": False, "dirty_paths": []},
+            versions=versions,
+            versions_from=args.versions_from,
+            created=datetime.fromtimestamp(args.ended, timezone.utc).isoformat(timespec="seconds"),
+            wall_seconds=round(args.ended - args.started, 1),
+        )
+        for key in ("cores", "cpu_count", "torch_threads", "cuda"):  # this machine's, not the runs'
+            record["provenance"].pop(key, None)
+    record["device"] = args.device or ("GPU" if args.gpu_id >= 0 else "CPU")
+    record["commands"] = {
+        rate: shlex.join(
+            ["python", *train_command(args.config, rate, Path(args.output_dir) / f"lr_{rate}", args.gpu_id)[1:]]
+        )
+        for rate in args.rates
+    }
+    Path(f"{results}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    Path(f"{results}.md").write_text(markdown(record), encoding="utf8")
+    print(markdown(record))
+
+
+if __name__ == "__main__":
+    main()
