@@ -2,7 +2,7 @@
 
 A *group* is what one pair-score matrix covers: a sentence's words for the parser, a Doc's
 entities for relations. Groups are scored in chunks of similar size; the scorer pools each chunk
-from the batch's stacked windows itself (torch, on the transformer's device), so its backprop
+from the batch's windows itself (torch, on the transformer's device), so its backprop
 gives the gradient of the windows' `last_hidden_state` and, when asked for, of their attentions,
 which go back to the shared transformer one Doc at a time.
 """
