@@ -136,7 +136,7 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
 
 PROFILE_PARTS = {
     "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
-    "windows stacked (features.window_batch)": ("spacy_pairatt/core/features.py", "window_batch"),
+    "windows in buckets (features.window_batch)": ("spacy_pairatt/core/features.py", "window_batch"),
     "alignment indices (alignment.align_blocks)": ("spacy_pairatt/core/alignment.py", "align_blocks"),
     "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
     "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_biaffine_scores"),

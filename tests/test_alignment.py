@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
 from spacy_pairatt.core.features import entity_groups
-from spacy_pairatt.core.pooling import WordAttention, bucket_windows, pool_attention, pool_hidden, stack_windows
+from spacy_pairatt.core.pooling import WordAttention, bucket_windows, pool_attention, pool_hidden
 
 
 def ragged(token_wordpieces):
@@ -22,7 +22,7 @@ def pooled(hidden, attentions, doc_align, windows, groups, window_order=None):
     """(hidden (S, N, M), dense attention (S, F, N, N), alignment) of the groups, in float64.
 
     window_order: the order in which the Docs' windows are numbered and stored (default: Doc
-    order), each Doc's attention its own width bucket.
+    order), each Doc its own bucket, its F maps as F layers of one head.
     """
     order = list(range(len(windows))) if window_order is None else list(window_order)
     first_windows = np.zeros(len(windows), dtype="int64")
@@ -31,8 +31,8 @@ def pooled(hidden, attentions, doc_align, windows, groups, window_order=None):
         [a[0] for a in doc_align], [a[1] for a in doc_align], windows, first_windows=first_windows
     )
     alignment = align_blocks(alignments, groups).to_torch("cpu")
-    window_hidden = stack_windows([torch.as_tensor(hidden[d], dtype=torch.float64) for d in order])
-    window_attention = [torch.as_tensor(attentions[d], dtype=torch.float64) for d in order]
+    window_hidden = [torch.as_tensor(hidden[d], dtype=torch.float64) for d in order]
+    window_attention = [list(torch.as_tensor(attentions[d], dtype=torch.float64).split(1, dim=1)) for d in order]
     alignment.rows, alignment.cols, alignment.hidden_weights = (
         t.double() for t in (alignment.rows, alignment.cols, alignment.hidden_weights)
     )
@@ -207,16 +207,20 @@ def test_gradients_match_finite_differences():
         alignment = align_blocks(alignments, groups).to_torch("cpu")
         for name in ("rows", "cols", "hidden_weights"):
             setattr(alignment, name, getattr(alignment, name).double())
-        hidden = torch.tensor(rng.normal(size=(3, 5, 2)), requires_grad=True)
-        # windows 0 and 1..2 in two buckets (W_b, F, P, P)
-        attention = tuple(torch.tensor(rng.random(size=(n, 2, 5, 5)), requires_grad=True) for n in (1, 2))
-        assert torch.autograd.gradcheck(lambda h: pool_hidden(h, alignment), (hidden,))
-        assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).dense(), attention)
+        # windows 0 and 1..2 in two buckets: hidden (W_b, P, M), attention 2 layers (W_b, 1 head, P, P)
+        hidden = tuple(torch.tensor(rng.normal(size=(n, 5, 2)), requires_grad=True) for n in (1, 2))
+        attention = tuple(torch.tensor(rng.random(size=(n, 1, 5, 5)), requires_grad=True) for n in (1, 1, 2, 2))
+
+        def words(*maps):
+            return pool_attention([maps[:2], maps[2:]], alignment)
+
+        assert torch.autograd.gradcheck(lambda *h: pool_hidden(h, alignment), hidden)
+        assert torch.autograd.gradcheck(lambda *a: words(*a).dense(), attention)
         for weights in (torch.randn(3, 2), torch.randn(1, 2), torch.randn(alignment.n_groups, 1, 2)):
             weights = weights.double()
-            assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).project(weights), attention)
+            assert torch.autograd.gradcheck(lambda *a: words(*a).project(weights), attention)
         heads = torch.zeros(1, alignment.n_units, dtype=torch.int64)
-        assert torch.autograd.gradcheck(lambda *a: pool_attention(a, alignment).at_pairs(heads), attention)
+        assert torch.autograd.gradcheck(lambda *a: words(*a).at_pairs(heads), attention)
 
 
 def test_dense_attention_wraps_as_one_block_per_group():
@@ -225,20 +229,50 @@ def test_dense_attention_wraps_as_one_block_per_group():
     torch.testing.assert_close(words.dense(), attention)
 
 
-def test_hidden_states_of_different_widths_are_padded():
-    """Docs transformed in different sub-batches have different P: stacked hidden states are right-padded."""
-    stacked = stack_windows([torch.ones(1, 3, 2), torch.ones(2, 5, 2)])
-    assert stacked.shape == (3, 5, 2)
-    assert float(stacked[0, 3:].abs().sum()) == 0
+def test_windows_are_bucketed_by_width_without_padding():
+    """Docs of one width share a bucket, its layers kept apart; other widths get their own, unpadded."""
+    hidden = [torch.full((1, 3, 2), 1.0), torch.full((1, 3, 2), 2.0), torch.full((2, 5, 2), 3.0)]
+    layers = [
+        [torch.full((len(h), 2, h.shape[1], h.shape[1]), 10.0 * d + layer) for layer in range(2)]
+        for d, h in enumerate(hidden)
+    ]
+    layers[0][1][0, 1, 2, 0] = -1.0  # layer 1, head 1: position 2 attends to position 0
+    window_hidden, attention = bucket_windows(hidden, layers)
+    assert [tuple(b.shape) for b in window_hidden] == [(2, 3, 2), (2, 5, 2)]
+    assert window_hidden[0][:, 0, 0].tolist() == [1.0, 2.0]
+    assert [[tuple(layer.shape) for layer in bucket] for bucket in attention] == [
+        [(2, 2, 3, 3)] * 2,
+        [(2, 2, 5, 5)] * 2,
+    ]
+    assert attention[0][1][:, 0, 0, 0].tolist() == [1.0, 11.0] and attention[1][0][:, 0, 0, 0].tolist() == [20.0] * 2
+    assert attention[0][1][0, 1, 2, 0] == -1.0
+    assert bucket_windows(hidden)[1] is None
 
 
-def test_attention_is_bucketed_by_width_without_padding():
-    """Each layer lands in its bucket's slot, layer-major; Docs of one width share a bucket."""
-    docs = [[torch.full((1, 2, 3, 3), 10.0 * d + layer) for layer in range(2)] for d in range(2)]
-    docs.append([torch.full((2, 2, 4, 4), 20.0 + layer) for layer in range(2)])
-    docs[0][1][0, 1, 2, 0] = -1.0  # layer 1, head 1: position 2 attends to position 0
-    buckets = bucket_windows(docs)
-    assert [tuple(b.shape) for b in buckets] == [(2, 4, 3, 3), (2, 4, 4, 4)]
-    assert buckets[0][:, :, 0, 0].tolist() == [[0, 0, 1, 1], [10, 10, 11, 11]]
-    assert buckets[1][:, :, 0, 0].tolist() == [[20, 20, 21, 21]] * 2
-    assert buckets[0][0, 3, 2, 0] == -1.0
+def test_views_of_one_transformer_pass_are_bucketed_without_a_copy():
+    """Per-Doc numpy views that follow each other in memory (spacy-transformers' split of one pass)
+    become one bucket viewing the same memory; a Doc from another pass starts a bucket of its own."""
+    rng = np.random.default_rng(0)
+    one_pass = rng.random((3, 4, 2)), [rng.random((3, 2, 4, 4)) for _ in range(2)]
+    other_pass = rng.random((1, 4, 2)), [rng.random((1, 2, 4, 4)) for _ in range(2)]
+    docs = [(one_pass[0][i : i + 1], [layer[i : i + 1] for layer in one_pass[1]]) for i in range(3)]
+    docs.append((other_pass[0], other_pass[1]))
+    window_hidden, attention = bucket_windows([hidden for hidden, _ in docs], [layers for _, layers in docs])
+    assert [len(bucket) for bucket in window_hidden] == [3, 1]
+    assert window_hidden[0].data_ptr() == one_pass[0].__array_interface__["data"][0]  # a view, not a copy
+    assert attention[0][1].data_ptr() == one_pass[1][1].__array_interface__["data"][0]
+    np.testing.assert_array_equal(window_hidden[0].numpy(), one_pass[0])
+    np.testing.assert_array_equal(attention[0][1].numpy(), one_pass[1][1])
+    np.testing.assert_array_equal(attention[1][0].numpy(), other_pass[1][0])
+    # Out of memory order, a Doc that does not follow the one before starts a bucket of its own.
+    shuffled = [docs[i] for i in (2, 0, 1)]
+    window_hidden, attention = bucket_windows([h for h, _ in shuffled], [layers for _, layers in shuffled])
+    assert [len(bucket) for bucket in window_hidden] == [1, 2]
+    assert window_hidden[1].data_ptr() == one_pass[0].__array_interface__["data"][0]
+    np.testing.assert_array_equal(attention[1][0].numpy(), one_pass[1][0][:2])
+    # Arrays whose memory is not known to follow (here torch tensors) are copied into one bucket.
+    as_torch = [(torch.as_tensor(h), [torch.as_tensor(layer) for layer in layers]) for h, layers in shuffled]
+    window_hidden, attention = bucket_windows([h for h, _ in as_torch], [layers for _, layers in as_torch])
+    assert [len(bucket) for bucket in window_hidden] == [3]
+    np.testing.assert_array_equal(window_hidden[0].numpy(), one_pass[0][[2, 0, 1]])
+    np.testing.assert_array_equal(attention[0][1].numpy(), one_pass[1][1][[2, 0, 1]])

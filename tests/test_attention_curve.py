@@ -79,16 +79,22 @@ def test_paired_sources_get_the_same_subset_with_user_data(tmp_path):
         write_subsets(str(tmp_path / "missing.spacy"), str(tmp_path / "x"), [5], [0])
 
 
-def test_budget_rule_scales_steps_with_size_between_floor_and_cap():
+def test_every_size_gets_the_full_data_budget_by_default():
     parser, relations = TASKS["parser"].budget, TASKS["relations"].budget
-    assert [parser.steps(n) for n in (20, 100, 400, 1600, 1601, 6400, 12544)] == [200, 200, 200, 200, 201, 800, 800]
-    assert [relations.steps(n) for n in (1000, 7200)] == [300, 675]  # 675: the SemEval recipe's 3 epochs of 32
+    assert {parser.steps(n) for n in (20, 100, 400, 1600, 6400, 12544)} == {800}
+    assert {relations.steps(n) for n in (1000, 7200)} == {675}  # 675: the SemEval recipe's 3 epochs of 32
+    assert parser.rule().startswith("800 steps at every size")
+
+
+def test_budget_rule_scales_steps_with_size_between_floor_and_cap():
+    scaled = Budget(1 / 8, 200, 800)
+    assert [scaled.steps(n) for n in (20, 100, 1600, 1601, 6400, 12544)] == [200, 200, 200, 201, 800, 800]
     assert Budget(0.5, 1, 10).steps(7) == 4
     with pytest.raises(ValueError, match="at least one sentence"):
-        parser.steps(0)
+        scaled.steps(0)
     with pytest.raises(ValueError, match="min_steps <= max_steps"):
         Budget(1, 10, 5).steps(7)
-    assert "at least 200, at most 800" in parser.rule()
+    assert "at least 200, at most 800" in scaled.rule()
 
 
 def test_plan_pairs_both_rows_at_each_size_and_seed():
@@ -303,8 +309,8 @@ def test_dry_run_prints_the_plan_and_an_estimate(tmp_path, capsys):
     main([*args, "--sizes", "100", "6400", "--seeds", "0", "1", "--dry-run"])
     out = capsys.readouterr().out
     assert "ewt_n6400_s1_att: 6400 sentences, 800 steps" in out and "--paths.train subs/n100_s0.spacy" in out
-    # 4 runs of 200 and 4 of 800 steps at 3.75 s a step, 2 minutes of scoring each
-    assert f"8 runs, about {(4 * 200 + 4 * 800) * 3.75 / 3600 + 8 * 120 / 3600:.1f} hours" in out
+    # 8 runs of 800 steps at 1.5 s a step, 2 minutes of scoring each
+    assert f"8 runs, about {8 * 800 * 1.5 / 3600 + 8 * 120 / 3600:.1f} hours" in out
     assert not (tmp_path / "runs").exists()
 
 

@@ -99,14 +99,16 @@ def test_the_block_figures_are_those_of_the_committed_table():
 def test_the_blocks_name_every_planned_run_the_table_lacks():
     table, results = committed_table(), Results(REPO)
     present = {run["run_id"] for run in table["runs"]}
+    full_budget = {"parser": 800, "relations": 675}  # project.yml's budget: every size the full set's steps
+    current = {run["run_id"] for run in table["runs"] if run["steps"] == full_budget[run["task"]]}
     missing = missing_runs(results)
-    expected = issue_plan() - present
+    expected = issue_plan() - current
     named = {
         Run(g["task"], g["dataset"], key, g["size"], seed).run_id
         for g in missing for seed in g["seeds"]
         for key in [r.key for r in TASKS[g["task"]].rows if r.name in g["rows"]]
     }  # fmt: skip
-    assert expected <= named and not named & present
+    assert expected <= named and not named & current
     block = attention_curve_block(results)
     for group in missing:
         size = "all" if group["size"] is None else f"{group['size']:,}"
@@ -133,7 +135,9 @@ def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tm
         "comparison": "emb+att - emb", "domain": "ewt", "metric": "las", "seeds": [0], "by_seed": [1.25],
         "pooled": 1.25, "bootstrap": {"low": 0.5, "high": 2.0}, "verdict": "holds", "at_least_one_point": True,
     }  # fmt: skip
-    table = {"runs": [{"run_id": run_id} for run_id in everything], "comparisons": [comparison], "curve": []}
+    steps = {"ewt": 800, "semeval": 675, "semeval_markers": 675}
+    runs = [{"run_id": i, "n_train": 100, "steps": steps[i.rsplit("_", 3)[0]]} for i in everything]
+    table = {"runs": runs, "comparisons": [comparison], "curve": []}
     write(tmp_path, CURVE_JSON, table)
     results = Results(tmp_path)
     assert missing_runs(results) == []
@@ -144,9 +148,13 @@ def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tm
         assert "reached by emb+att - emb at 100 sentences (+1.25)" in text
     assert "| 100 | – | emb+att - emb | 1 | – | 0: +1.25 | +1.25 | +0.50 to +2.00 | holds |" in block
 
-    write(tmp_path, CURVE_JSON, {**table, "runs": table["runs"][1:]})
     left_out = next(run for run in planned_runs(tmp_path) if run.run_id == everything[0])
+    expected = [(left_out.task, left_out.dataset, left_out.size, [left_out.seed])]
+    write(tmp_path, CURVE_JSON, {**table, "runs": table["runs"][1:]})
     missing = missing_runs(Results(tmp_path))
-    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == [
-        (left_out.task, left_out.dataset, left_out.size, [left_out.seed])
-    ]
+    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected
+    # A run trained to fewer steps than the plan's budget (an earlier rule) is missing too.
+    short = [{**table["runs"][0], "steps": 200}] + table["runs"][1:]
+    write(tmp_path, CURVE_JSON, {**table, "runs": short})
+    missing = missing_runs(Results(tmp_path))
+    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected

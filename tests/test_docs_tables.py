@@ -110,7 +110,7 @@ def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monk
     monkeypatch.setattr(Results, "committed", lambda self, path: None)  # no git history here
     write(tmp_path, "results/old.json", {"scores": {}})
     write(tmp_path, "results/before.json", {"provenance": {"created": "2026-11-24T00:00:00+00:00"}})
-    write(tmp_path, "results/after.json", {"provenance": {"created": "2026-11-26T00:00:00+00:00"}})
+    write(tmp_path, "results/after.json", {"provenance": {"created": "2026-12-01T00:00:00+00:00"}})
     results = Results(tmp_path)
     note = source_note(results, [("results/old.json", "parser")], "make it")
     assert "**no provenance recorded**" in note and "Stale" not in note
@@ -120,7 +120,7 @@ def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monk
     assert f"**Stale**: made before {newest.what} ({newest.date[:10]}, {newest.commit})" in note
     assert "re-run: `make it`" in note
     assert "Stale" not in source_note(results, [("results/after.json", "parser")], "make it")
-    assert "Stale" not in source_note(results, [("results/before.json", "transition")], "make it")
+    assert "Stale" not in source_note(results, [("results/before.json", "tokenizer")], "make it")
     assert "not measured yet: `results/none.json`" in source_note(results, [("results/none.json", "parser")], "x")
 
 

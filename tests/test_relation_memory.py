@@ -39,7 +39,7 @@ def random_attention(alignment, generator) -> WordAttention:
     """Random maps for every window of the alignment, in one bucket as wide as its widest window."""
     n_windows, n_positions = int(alignment.block_window.max()) + 1, alignment.rows.shape[-1]
     maps = torch.rand(n_windows, N_MAPS, n_positions, n_positions, generator=generator)
-    return WordAttention([maps], alignment)
+    return WordAttention([[maps]], alignment)
 
 
 def scorer_inputs(alignment, generator):
@@ -108,7 +108,7 @@ def test_the_scorer_holds_nothing_larger_than_its_scores(training):
     alignment = separate_windows(120)
     scorer = relation_scorer(slice_values=2**12, dropout=0.1).train(training)
     hidden, attention, missing, unshared = scorer_inputs(alignment, generator)
-    attention.window_maps[0].requires_grad_(training)
+    attention.window_maps[0][0].requires_grad_(training)
     with torch.set_grad_enabled(training), LargestTensor() as largest:
         scores = scorer(hidden, attention, missing, unshared)
         if training:
@@ -116,7 +116,7 @@ def test_the_scorer_holds_nothing_larger_than_its_scores(training):
     assert scores.shape == (1, 121, 121, 1 + N_LABELS)
     assert largest.numel == scores.numel()
     if training:
-        assert attention.window_maps[0].grad is not None and scorer.attention.forward_map.grad.abs().sum() > 0
+        assert attention.window_maps[0][0].grad is not None and scorer.attention.forward_map.grad.abs().sum() > 0
 
 
 def test_training_keeps_no_pair_activations_for_the_backward_pass():
@@ -168,13 +168,13 @@ def test_sliced_scores_and_gradients_equal_the_dense_computation():
     generator = torch.Generator().manual_seed(3)
     hidden, attention, missing, unshared = scorer_inputs(alignment, generator)
     hidden.requires_grad_(True)
-    attention.window_maps[0].requires_grad_(True)
+    attention.window_maps[0][0].requires_grad_(True)
     expected = dense_relation_scores(relation_scorer(2**30), hidden, attention, missing, unshared)
-    expected_grads = torch.autograd.grad(expected.sum(), (hidden, attention.window_maps[0]))
+    expected_grads = torch.autograd.grad(expected.sum(), (hidden, attention.window_maps[0][0]))
     for slice_values in (1, 3 * 7 * HIDDEN_WIDTH, 2**30):
         scores = relation_scorer(slice_values)(hidden, attention, missing, unshared)
         torch.testing.assert_close(scores, expected)
-        grads = torch.autograd.grad(scores.sum(), (hidden, attention.window_maps[0]))
+        grads = torch.autograd.grad(scores.sum(), (hidden, attention.window_maps[0][0]))
         for grad, expected_grad in zip(grads, expected_grads):
             torch.testing.assert_close(grad, expected_grad, rtol=1e-5, atol=1e-5)  # float32, sums in another order
 

@@ -177,18 +177,18 @@ def test_thinc_scorer_builds_lazily_and_backprops_to_the_windows():
     hidden, attention = torch.randn(2, 6, 5, generator=g), torch.rand(2, 6, 6, 6, generator=g)
     # One Doc of 4 tokens over two windows of 6 positions; token 2 owns no wordpiece.
     alignments = DocAlignments.from_docs([np.array([1, 2, 0, 1])], [np.array([1, 2, 3, 7])], [(2, 6)])
-    windows = WindowBatch(hidden, [attention], alignments, [2], [6], [0], n_heads=6)
+    windows = WindowBatch([hidden], [[attention]], alignments, [2], [6], [0])
     batch = chunk_batch(windows, Groups.sentences([0], [0], [4]), [0], attention_requires_grad=False)
     scores, backprop = model(batch, is_train=True)
     assert scores.arcs.shape == (1, 5, 5, 1)
     labels = scores.labels_at(np.array([[-1, 0, 1, 1, 2]]))
     assert labels.shape == (1, 5, 3)
     d_windows = backprop((np.ones_like(scores.arcs), np.ones_like(labels)))
-    assert d_windows.hidden.shape == hidden.shape and d_windows.attention is None
+    assert d_windows.hidden[0].shape == hidden.shape and d_windows.attention is None
     owned = torch.zeros(2, 6, dtype=torch.bool)
     owned[0, [0, 1, 2, 3]] = owned[1, [0, 1]] = True  # wordpieces and each window's root position
-    assert bool((d_windows.hidden.abs().sum(-1)[owned] > 0).all())
-    assert float(d_windows.hidden.abs().sum(-1)[~owned].sum()) == 0
+    assert bool((d_windows.hidden[0].abs().sum(-1)[owned] > 0).all())
+    assert float(d_windows.hidden[0].abs().sum(-1)[~owned].sum()) == 0
 
 
 def test_scorer_config_errors():

@@ -46,17 +46,24 @@ def curve_subsets_cli(args) -> None:
         print(f"{subset['path']}: {subset['size']} of {manifest['n_source_docs']} documents, seed {subset['seed']}")
 
 
-def curve_run_cli(args) -> None:
-    from ..study.attention_curve import TASKS, Budget, Setup, estimate_cpu_seconds, plan_runs, run_command, run_curve
+def curve_budget(args):
+    """The `Budget` a `curve-run` command line gives: the task's, with its --*-steps options."""
+    from ..study.attention_curve import TASKS, Budget
 
     default = TASKS[args.task].budget
-    if None in args.sizes and any(size is not None for size in args.sizes) and not args.subsets:
-        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: sizes other than full need --subsets")
-    budget = Budget(
+    return Budget(
         steps_per_sentence=default.steps_per_sentence if args.steps_per_sentence is None else args.steps_per_sentence,
         min_steps=args.min_steps or default.min_steps,
         max_steps=args.max_steps or default.max_steps,
     )
+
+
+def curve_run_cli(args) -> None:
+    from ..study.attention_curve import Setup, estimate_cpu_seconds, plan_runs, run_command, run_curve
+
+    if None in args.sizes and any(size is not None for size in args.sizes) and not args.subsets:
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: sizes other than full need --subsets")
+    budget = curve_budget(args)
     setup = Setup(
         train=args.train, dev=args.dev, tests=dict(args.test), training_dir=args.training_dir,
         results_dir=args.results_dir, subsets=args.subsets, budget=budget, gpu_id=args.gpu_id,

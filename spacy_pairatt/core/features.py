@@ -3,8 +3,9 @@
 The pair scorer never sees the N x N x (2M + 2LH) concatenation: it gets the pooled word vectors
 and the word-level attention as per-window blocks (`pooling.WordAttention`), and sums per-part
 linear maps (see `layers.torch_scorers`). This module turns Docs and their `TransformerData`
-into what the scorer pools: every Doc's windows stacked into one tensor on the transformer's
-device (no copy to the host), and the token groups (sentences or entities) that make the units.
+into what the scorer pools: every Doc's windows in buckets on the transformer's device (views of
+its output where they can be, no copy to the host), and the token groups (sentences or entities)
+that make the units.
 """
 
 import warnings
@@ -18,7 +19,7 @@ from spacy.tokens import Doc
 from thinc.api import torch2xp
 
 from .alignment import BlockAlignment, DocAlignments, Groups, align_blocks, ragged_arange
-from .pooling import bucket_windows, pool_attention, pool_hidden, stack_windows
+from .pooling import bucket_windows, pool_attention, pool_hidden
 from .span_getters import sentence_spans
 from .validation import ATTENTION_CONFIG_HINT, transformer_output_problem, transformer_ran  # noqa: F401 (hint re-exported)
 
@@ -65,23 +66,29 @@ def _even_pieces(start: int, end: int) -> List[Tuple[int, int]]:
 
 @dataclass
 class WindowBatch:
-    """The transformer's output for a batch of Docs, every Doc's windows stacked on its device.
+    """The transformer's output for a batch of Docs, every Doc's windows in buckets on its device.
 
-    Windows are numbered by the width of their Doc's transformer sub-batch (then Doc order), so
-    windows of one width are consecutive. hidden: (W, P, M) last hidden state, right-padded to
-    the widest P; attention: the maps in width buckets [(W_b, L*H, P_b, P_b)], every layer's heads
-    layer-major (`pooling.bucket_windows`), or None when not used; alignments: every Doc's
-    token -> wordpiece map in that window numbering; doc_windows / doc_widths / doc_first_window:
-    each Doc's W_d, P_d and first window (0 windows for Docs without output); n_heads: heads per layer.
+    Windows are numbered by the width of their Doc's transformer sub-batch, then by where the Doc's
+    output lies in memory (the sub-batch's own order), so that windows of one width are consecutive
+    and a bucket can be a view of one transformer pass (`pooling.bucket_windows`). hidden: the last
+    hidden state [(W_b, P_b, M)] per bucket; attention: [[(W_b, H, P_b, P_b)] per layer] per bucket,
+    or None when not used; alignments: every Doc's token -> wordpiece map in that window numbering;
+    doc_windows / doc_widths / doc_first_window: each Doc's W_d, P_d and first window (0 windows for
+    Docs without output).
     """
 
-    hidden: torch.Tensor
-    attention: Optional[List[torch.Tensor]]
+    hidden: List[torch.Tensor]
+    attention: Optional[List[List[torch.Tensor]]]
     alignments: DocAlignments
     doc_windows: List[int]
     doc_widths: List[int]
     doc_first_window: List[int]
-    n_heads: int
+
+    def bucket_of(self, window: int) -> Tuple[int, int]:
+        """(bucket, row in it) of global window `window`."""
+        starts = np.cumsum([0] + [len(bucket) for bucket in self.hidden])
+        bucket = int(np.searchsorted(starts, window, side="right")) - 1
+        return bucket, window - int(starts[bucket])
 
 
 def window_batch(docs: Sequence[Doc], trf_datas, use_attention: bool, needed: Sequence[bool]) -> WindowBatch:
@@ -93,13 +100,15 @@ def window_batch(docs: Sequence[Doc], trf_datas, use_attention: bool, needed: Se
     }
     doc_windows = [outputs[i][0].shape[0] if i in outputs else 0 for i in range(len(docs))]
     doc_widths = [outputs[i][0].shape[1] if i in outputs else 0 for i in range(len(docs))]
-    order = sorted(outputs, key=lambda index: doc_widths[index])
+    order = sorted(outputs, key=lambda index: (doc_widths[index], _address(outputs[index][0])))
     first_window = np.zeros(len(docs), dtype="int64")
     first_window[order] = np.cumsum([0] + [doc_windows[i] for i in order])[:-1]
-    attention = bucket_windows([outputs[i][1] for i in order]) if use_attention and order else None
+    hidden, attention = bucket_windows(
+        [outputs[i][0] for i in order], [outputs[i][1] for i in order] if use_attention else None
+    )
     return WindowBatch(
-        hidden=stack_windows([outputs[i][0] for i in order]),
-        attention=attention,
+        hidden=hidden,
+        attention=attention if order else None,
         alignments=DocAlignments.from_docs(
             *zip(*(_doc_alignment(doc, trf_data, used) for doc, trf_data, used in zip(docs, trf_datas, needed))),
             windows=list(zip(doc_windows, doc_widths)),
@@ -108,8 +117,12 @@ def window_batch(docs: Sequence[Doc], trf_datas, use_attention: bool, needed: Se
         doc_windows=doc_windows,
         doc_widths=doc_widths,
         doc_first_window=first_window.tolist(),
-        n_heads=outputs[order[0]][1][0].shape[1] if use_attention and order else 0,
     )
+
+
+def _address(array) -> int:
+    """Where a numpy array's data begins (0 for other arrays): the order of one pass's per-Doc views."""
+    return array.__array_interface__["data"][0] if isinstance(array, np.ndarray) else 0
 
 
 def _doc_alignment(doc: Doc, trf_data, used: bool) -> Tuple[np.ndarray, np.ndarray]:
@@ -120,7 +133,8 @@ def _doc_alignment(doc: Doc, trf_data, used: bool) -> Tuple[np.ndarray, np.ndarr
 
 
 def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
-    """(hidden (W, P, M), attention per layer (W, H, P, P) or None) of one Doc, as torch tensors, checked."""
+    """(hidden (W, P, M), attention per layer [(W, H, P, P)] or None) of one Doc as the transformer gave
+    them (numpy or cupy: `pooling.bucket_windows` makes them tensors), checked."""
     problem = transformer_output_problem(trf_data, use_attention)
     if problem is not None:
         error = MissingAttentionError if transformer_ran(trf_data) else ValueError
@@ -131,29 +145,23 @@ def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
             f"has {len(doc)}; the Doc was changed after the transformer ran"
         )
     output = trf_data.model_output
-    # torch.as_tensor shares the memory of numpy and cupy arrays (thinc's xp2torch looks up the
-    # default device on every call, a tenth of the parser's time for 7 arrays a Doc).
-    layers = [torch.as_tensor(layer) for layer in output["attentions"]] if use_attention else None
-    return torch.as_tensor(output["last_hidden_state"]), layers
+    return output["last_hidden_state"], list(output["attentions"]) if use_attention else None
 
 
-def split_window_gradients(windows: WindowBatch, d_hidden: torch.Tensor, d_attention: Optional[List[torch.Tensor]]):
+def split_window_gradients(
+    windows: WindowBatch, d_hidden: List[torch.Tensor], d_attention: Optional[List[List[torch.Tensor]]]
+):
     """Per-Doc (d last_hidden_state (W_d, P_d, M), d attentions [(W_d, H, P_d, P_d)] or None), xp arrays;
-    None for Docs without output. d_attention: one gradient per width bucket of `windows.attention`."""
-    bucket_starts = np.cumsum([0] + [len(bucket) for bucket in windows.attention or []])
+    None for Docs without output. d_hidden, d_attention: one gradient per bucket of `windows`."""
     grads = []
-    for n_windows, width, first in zip(windows.doc_windows, windows.doc_widths, windows.doc_first_window):
+    for n_windows, first in zip(windows.doc_windows, windows.doc_first_window):
         if n_windows == 0:
             grads.append(None)
             continue
-        doc_attention = None
-        if d_attention is not None:
-            bucket = int(np.searchsorted(bucket_starts, first, side="right")) - 1
-            row = first - int(bucket_starts[bucket])
-            maps = d_attention[bucket][row : row + n_windows]  # (W_d, L*H, P, P)
-            per_layer = maps.unflatten(1, (-1, windows.n_heads)).transpose(0, 1)  # (L, W_d, H, P, P)
-            doc_attention = [torch2xp(layer.contiguous()) for layer in per_layer]
-        grads.append((torch2xp(d_hidden[first : first + n_windows, :width].contiguous()), doc_attention))
+        bucket, row = windows.bucket_of(first)
+        rows = slice(row, row + n_windows)
+        doc_attention = None if d_attention is None else [torch2xp(d[rows].contiguous()) for d in d_attention[bucket]]
+        grads.append((torch2xp(d_hidden[bucket][rows].contiguous()), doc_attention))
     return grads
 
 
@@ -240,7 +248,7 @@ def sentence_features(docs: List[Doc], trf_datas, use_attention: bool) -> Tuple[
         return [], []
     needed = [len(doc) > 0 for doc in docs]
     windows = window_batch(docs, trf_datas, use_attention, needed)
-    alignment = align_blocks(windows.alignments, groups).to_torch(windows.hidden.device)
+    alignment = align_blocks(windows.alignments, groups).to_torch(windows.hidden[0].device)
     with torch.no_grad():
         hidden = pool_hidden(windows.hidden, alignment).cpu().numpy()
         attention = pool_attention(windows.attention, alignment).dense().cpu().numpy() if use_attention else None

@@ -1,30 +1,78 @@
 """The torch side of alignment.py: each block's wordpieces pooled to its units, hidden states
 (`pool_hidden`) and word-level attention (`WordAttention`, `pool_attention`) by the rules stated
 there, with batched matmuls on the transformer's device and gradients by autograd; and the windows
-of a batch stacked for them (`stack_windows`, `bucket_windows`)."""
+of a batch in buckets for them (`bucket_windows`).
+
+A batch's windows are numbered 0..W-1 and held in buckets of consecutive windows of one width P_b:
+hidden states [(W_b, P_b, M)] and attention [[(W_b, H, P_b, P_b)] per layer]. Global window w is
+row w - (windows of the buckets before) of its bucket.
+"""
 
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import groupby
 from typing import List, Optional, Sequence, Tuple
 
+import numpy as np
 import torch
 
 from .alignment import BlockAlignment
 
 
-def pool_hidden(window_hidden: torch.Tensor, alignment: BlockAlignment) -> torch.Tensor:
+def block_buckets(bucket_sizes: Sequence[int], block_window: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(Bk,) each block's bucket, and (Bk,) its window's row in that bucket."""
+    sizes = torch.tensor(list(bucket_sizes), dtype=torch.int64, device=block_window.device)
+    ends = torch.cumsum(sizes, 0)
+    bucket = torch.bucketize(block_window, ends, right=True)
+    return bucket, block_window - (ends - sizes)[bucket]
+
+
+def bucket_blocks(
+    bucket_sizes: Sequence[int], block_window: torch.Tensor
+) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
+    """(bucket, its blocks, their window rows in the bucket) for every bucket that has blocks."""
+    bucket_of_block, row_of_block = block_buckets(bucket_sizes, block_window)
+    found = []
+    for bucket in torch.unique(bucket_of_block).tolist():
+        blocks = torch.nonzero(bucket_of_block == bucket).flatten()
+        found.append((bucket, blocks, row_of_block[blocks]))
+    return found
+
+
+def _rows(bucket: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """bucket[rows], without the copy when the rows are the whole bucket in order."""
+    if len(rows) == len(bucket) and bool((rows == torch.arange(len(bucket), device=rows.device)).all()):
+        return bucket
+    return bucket[rows]
+
+
+def pool_hidden(window_hidden: Sequence[torch.Tensor], alignment: BlockAlignment) -> torch.Tensor:
     """(S, N, M) mean of each unit's wordpiece vectors; zeros for units with none.
 
-    window_hidden: (W, P, M) last hidden state of the batch's windows; alignment on its device.
+    window_hidden: the last hidden state of the batch's windows in buckets [(W_b, P_b, M)]; alignment
+    on their device.
     """
     n_slots = alignment.n_groups * alignment.n_units
-    per_block = torch.matmul(alignment.hidden_weights, window_hidden[alignment.block_window])  # (Bk, U, M)
-    width = window_hidden.shape[-1]
-    pooled = window_hidden.new_zeros(n_slots + 1, width).index_add(
-        0, alignment.unit_slots().reshape(-1), per_block.reshape(-1, width)
-    )
+    width = window_hidden[0].shape[-1]
+    slots = alignment.unit_slots()
+    pooled = window_hidden[0].new_zeros(n_slots + 1, width)
+    for bucket, blocks, rows in bucket_blocks([len(h) for h in window_hidden], alignment.block_window):
+        hidden = window_hidden[bucket]
+        weights = alignment.hidden_weights[blocks, :, : hidden.shape[1]]
+        per_block = torch.matmul(weights, _rows(hidden, rows))  # (Bk_b, U, M)
+        pooled = pooled.index_add(0, slots[blocks].reshape(-1), per_block.reshape(-1, width))
     return pooled[:-1].view(alignment.n_groups, alignment.n_units, width)
+
+
+def _project_layers(layers: Sequence[torch.Tensor], weights: torch.Tensor) -> torch.Tensor:
+    """(W, C, P*P): sum_f weights[..., c, f] * map f, the maps given per layer [(W, H_l, P, P)],
+    layer-major; weights (C, F) or (W, C, F). One matmul per layer: the layers are never joined."""
+    projected, start = None, 0
+    for layer in layers:
+        part = torch.matmul(weights[..., start : start + layer.shape[1]], layer.flatten(2))
+        projected = part if projected is None else projected + part
+        start += layer.shape[1]
+    return projected
 
 
 @dataclass
@@ -32,21 +80,26 @@ class WordAttention:
     """Word-level attention of S groups of N units, kept as the windows' wordpiece maps and the
     alignment that pools them; nothing is pooled until a method asks for it.
 
-    window_maps: the windows in width buckets [(W_b, F, P_b, P_b)] (`bucket_windows`):
-    [w, f, p, q] is how much position p attends to position q in map f (all layers' heads,
-    layer-major); global window w is row w - (windows of the buckets before) of its bucket.
+    window_maps: the windows' maps in buckets, each a list of layers [(W_b, H, P_b, P_b)]
+    (`bucket_windows`): [w, h, p, q] is how much position p attends to position q in head h; map f
+    of F = L * H is layer f // H, head f % H (layer-major).
     alignment: the BlockAlignment (torch) whose blocks, one per (group, window), pool them.
     Word-level attention averages over the windows that hold both units the per-window value:
     the mean over the first unit's wordpieces of the attention summed over the second's.
     Nothing of size F x N x N is built unless `dense` is called.
     """
 
-    window_maps: Sequence[torch.Tensor]
+    window_maps: Sequence[Sequence[torch.Tensor]]
     alignment: BlockAlignment
 
     @property
     def n_maps(self) -> int:
-        return self.window_maps[0].shape[1]
+        return sum(layer.shape[1] for layer in self.window_maps[0])
+
+    @property
+    def like(self) -> torch.Tensor:
+        """A tensor of the maps' dtype and device."""
+        return self.window_maps[0][0]
 
     @classmethod
     def from_dense(cls, attention: torch.Tensor, mask: Optional[torch.Tensor] = None) -> "WordAttention":
@@ -69,26 +122,15 @@ class WordAttention:
             missing=torch.zeros_like(mask),
             mask=mask,
         )
-        return cls([attention], alignment)
+        return cls([[attention]], alignment)
 
     @cached_property
-    def _block_windows(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(Bk,) each block's bucket, and (Bk,) its window's row in that bucket."""
-        a = self.alignment
-        sizes = torch.tensor([len(maps) for maps in self.window_maps], dtype=torch.int64, device=a.block_window.device)
-        ends = torch.cumsum(sizes, 0)
-        bucket = torch.bucketize(a.block_window, ends, right=True)
-        return bucket, a.block_window - (ends - sizes)[bucket]
+    def _bucket_sizes(self) -> List[int]:
+        return [len(layers[0]) for layers in self.window_maps]
 
     @cached_property
     def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
-        """(bucket, its blocks, their window rows in the bucket) for every bucket that has blocks."""
-        bucket_of_block, row_of_block = self._block_windows
-        found = []
-        for bucket in torch.unique(bucket_of_block).tolist():
-            blocks = torch.nonzero(bucket_of_block == bucket).flatten()
-            found.append((bucket, blocks, row_of_block[blocks]))
-        return found
+        return bucket_blocks(self._bucket_sizes, self.alignment.block_window)
 
     def _pooled_blocks(self, weights: Optional[torch.Tensor]) -> torch.Tensor:
         """(Bk, C, U, U): every block's maps pooled to its units, C = F; or, with weights (C, F) or
@@ -97,22 +139,25 @@ class WordAttention:
         Each block is rows (U, P_b) @ maps (P_b, C * P_b), then (U * C, P_b) @ cols.T (P_b, U): two
         batched matmuls per bucket whose inner sizes are whole maps, not one small matmul per map
         (the maps' rows first: one copy of the C maps, after the projection). Buckets keep windows of
-        different widths unpadded.
+        different widths unpadded; the layers are joined only when every map is pooled (weights None).
         """
         a = self.alignment
         n_units = a.unit_of.shape[1]
         n_out = self.n_maps if weights is None else weights.shape[-2]
-        pooled = self.window_maps[0].new_zeros(len(a.block_window), n_out, n_units, n_units)
+        pooled = self.like.new_zeros(len(a.block_window), n_out, n_units, n_units)
         for bucket, blocks, local in self._bucket_blocks:
-            maps = self.window_maps[bucket]
-            in_order = torch.arange(len(maps), device=local.device)
-            every_window_once = len(local) == len(maps) and bool((local == in_order).all())
-            width = maps.shape[-1]
-            if weights is not None and weights.dim() == 2:  # before the gather: fewer values
-                maps = torch.matmul(weights, maps.flatten(2)).unflatten(2, (width, width))  # (W_b, C, P_b, P_b)
-            block_maps = maps if every_window_once else maps[local]  # a copy only where blocks repeat or skip windows
-            if weights is not None and weights.dim() == 3:  # one set of weights per group (map dropout)
-                block_maps = torch.matmul(weights[a.block_group[blocks]], block_maps.flatten(2))
+            layers = self.window_maps[bucket]
+            width = layers[0].shape[-1]
+            if weights is None:
+                block_maps = (
+                    torch.cat([_rows(layer, local) for layer in layers], 1)
+                    if len(layers) > 1
+                    else _rows(layers[0], local)
+                )
+            elif weights.dim() == 2:  # before the gather: fewer values
+                block_maps = _rows(_project_layers(layers, weights), local)  # (Bk_b, C, P_b * P_b)
+            else:  # one set of weights per group (map dropout)
+                block_maps = _project_layers([_rows(layer, local) for layer in layers], weights[a.block_group[blocks]])
             rows_first = block_maps.reshape(-1, n_out, width, width).transpose(1, 2)  # (Bk_b, P_b, C, P_b)
             used = int((a.unit_of[blocks] >= 0).sum(1).max())  # block units beyond are padding here
             rows, cols = a.rows[blocks, :used, :width], a.cols[blocks, :used, :width]
@@ -170,7 +215,7 @@ class WordAttention:
 
     def dense(self) -> torch.Tensor:
         """(S, F, N, N) word-level attention, every map (for tooling and tests)."""
-        eye = torch.eye(self.n_maps, dtype=self.window_maps[0].dtype, device=self.window_maps[0].device)
+        eye = torch.eye(self.n_maps, dtype=self.like.dtype, device=self.like.device)
         return self.project(eye)
 
     def at_pairs(self, heads: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -215,12 +260,17 @@ class WordAttention:
         weight = a.rows[block[row], source[row], p] * a.cols[block[row], target[row], q]
         bucket_of_block, row_of_block = self._block_windows
         pair_bucket, pair_window = bucket_of_block[block[row]], row_of_block[block[row]]
-        sums = self.window_maps[0].new_zeros(len(block), self.n_maps)
+        sums = self.like.new_zeros(len(block), self.n_maps)
         for bucket in torch.unique(pair_bucket).tolist():
             here = pair_bucket == bucket
-            values = self.window_maps[bucket][pair_window[here], :, p[here], q[here]] * weight[here, None]
-            sums = sums.index_add(0, row[here], values)
+            window, p_here, q_here = pair_window[here], p[here], q[here]
+            values = torch.cat([layer[window, :, p_here, q_here] for layer in self.window_maps[bucket]], 1)
+            sums = sums.index_add(0, row[here], values * weight[here, None])
         return sums
+
+    @cached_property
+    def _block_windows(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        return block_buckets(self._bucket_sizes, self.alignment.block_window)
 
 
 def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignment) -> WordAttention:
@@ -228,26 +278,63 @@ def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignmen
     return WordAttention(list(window_maps), alignment)
 
 
-def stack_windows(arrays: List[torch.Tensor]) -> torch.Tensor:
-    """Concatenate per-Doc (W_d, P_d, M) hidden states, right-padding positions to the widest P."""
-    widest = max(array.shape[1] for array in arrays)
-    return torch.cat([torch.nn.functional.pad(array, (0, 0, 0, widest - array.shape[1])) for array in arrays])
+def bucket_windows(
+    hidden_per_doc: Sequence, layers_per_doc: Optional[Sequence[Sequence]] = None
+) -> Tuple[List[torch.Tensor], Optional[List[List[torch.Tensor]]]]:
+    """Per-Doc transformer output in buckets: hidden [(W_b, P_b, M)] and, given each Doc's layers
+    [(W_d, H, P_d, P_d)], attention [[(W_b, H, P_b, P_b)] per layer] (else None).
 
-
-def bucket_windows(layers_per_doc: List[List[torch.Tensor]]) -> List[torch.Tensor]:
-    """Per-Doc attention, each a list of L layers (W_d, H, P_d, P_d), as width buckets (W_b, L*H, P_b, P_b).
-
-    Docs of one width must be consecutive; each layer is copied once, as it is, into its bucket's slot.
+    Arrays are numpy, cupy or torch. Docs of one width must be consecutive. A bucket is a run of
+    them whose arrays each begin where the previous Doc's end in memory, as spacy-transformers'
+    per-Doc views of one transformer pass do (numpy, in the pass's order): the bucket is then a view
+    over them and nothing is copied (the view reads the other Docs' memory, which their
+    TransformerData keep alive while the batch is scored). Other arrays of one width are copied
+    into one bucket.
     """
+    docs = [
+        [hidden, *(layers_per_doc[i] if layers_per_doc is not None else [])] for i, hidden in enumerate(hidden_per_doc)
+    ]
     buckets = []
-    for width, same_width in groupby(layers_per_doc, key=lambda layers: layers[0].shape[-1]):
-        docs = list(same_width)
-        n_layers, n_heads = len(docs[0]), docs[0][0].shape[1]
-        bucket = docs[0][0].new_empty(sum(len(layers[0]) for layers in docs), n_layers, n_heads, width, width)
-        row = 0
-        for layers in docs:
-            for layer, maps in enumerate(layers):
-                bucket[row : row + len(maps), layer].copy_(maps)
-            row += len(layers[0])
-        buckets.append(bucket.view(len(bucket), n_layers * n_heads, width, width))
-    return buckets
+    for _, same_width in groupby(docs, key=lambda arrays: arrays[0].shape[1]):
+        for run in _memory_runs(list(same_width)):
+            buckets.append([_joined([doc[k] for doc in run]) for k in range(len(run[0]))])
+    attention = [bucket[1:] for bucket in buckets] if layers_per_doc is not None else None
+    return [bucket[0] for bucket in buckets], attention
+
+
+def _follows(before, array) -> bool:
+    """Whether numpy `array` begins where `before` ends and continues it (dtype, row shape, C order)."""
+    return (
+        isinstance(before, np.ndarray)
+        and isinstance(array, np.ndarray)
+        and before.flags.c_contiguous
+        and array.flags.c_contiguous
+        and before.dtype == array.dtype
+        and before.shape[1:] == array.shape[1:]
+        and array.__array_interface__["data"][0] == before.__array_interface__["data"][0] + before.nbytes
+    )
+
+
+def _memory_runs(docs: List[List]) -> List[List[List]]:
+    """Docs (each its list of arrays) cut where one Doc's arrays do not all follow the previous Doc's
+    in memory; arrays other than numpy stay one run (they are copied)."""
+    if not all(isinstance(array, np.ndarray) for doc in docs for array in doc):
+        return [docs]
+    runs = [[docs[0]]]
+    for doc in docs[1:]:
+        if all(_follows(before, array) for before, array in zip(runs[-1][-1], doc)):
+            runs[-1].append(doc)
+        else:
+            runs.append([doc])
+    return runs
+
+
+def _joined(arrays: Sequence) -> torch.Tensor:
+    """The arrays' rows as one tensor: a view where each array follows the one before, else a copy."""
+    if len(arrays) == 1:
+        return torch.as_tensor(arrays[0])
+    if all(_follows(before, array) for before, array in zip(arrays, arrays[1:])):
+        first = arrays[0]
+        rows = sum(len(array) for array in arrays)
+        return torch.from_numpy(np.lib.stride_tricks.as_strided(first, (rows, *first.shape[1:]), first.strides))
+    return torch.cat([torch.as_tensor(array) for array in arrays])

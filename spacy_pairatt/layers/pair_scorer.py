@@ -149,8 +149,8 @@ def _biaffine_scores(model: Model, batch: PairBatch, is_train: bool):
             gradients.append(xp2torch(d_labels, device=arcs.device))
         torch.autograd.backward(tensors, gradients)
         hidden, attention = inputs.args[:2]
-        d_attention = None if attention is None else [bucket.grad for bucket in attention]
-        return grads_to_windows(ArgsKwargs(args=(hidden.grad, d_attention), kwargs={}))
+        d_attention = None if attention is None else [[layer.grad for layer in bucket] for bucket in attention]
+        return grads_to_windows(ArgsKwargs(args=([bucket.grad for bucket in hidden], d_attention), kwargs={}))
 
     return ArcScores(_to_numpy(arcs)[..., None], labels_at), backprop
 
@@ -172,24 +172,27 @@ def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
     embeddings) and, when batch.attention_requires_grad, attention (else None).
     """
     windows = batch.windows
-    hidden = windows.hidden.detach().requires_grad_(is_train)
+    hidden = [bucket.detach().requires_grad_(is_train) for bucket in windows.hidden]
     attention = None
-    if windows.attention is not None:  # present when the scorer uses attention: one tensor per width bucket
-        attention = [
-            bucket.detach().requires_grad_(is_train and batch.attention_requires_grad) for bucket in windows.attention
-        ]
-    alignment = batch.alignment.to_torch(hidden.device)
+    if windows.attention is not None:  # present when the scorer uses attention: a bucket's layers
+        needs_grad = is_train and batch.attention_requires_grad
+        attention = [[layer.detach().requires_grad_(needs_grad) for layer in bucket] for bucket in windows.attention]
+    alignment = batch.alignment.to_torch(hidden[0].device)
 
     def grads_to_windows(d_args: ArgsKwargs) -> WindowGradients:
         d_hidden, d_attention = d_args.args[:2]
-        d_hidden = torch.zeros_like(hidden) if d_hidden is None else d_hidden
+        d_hidden = _or_zeros(hidden, d_hidden)
         if not batch.attention_requires_grad:
             return WindowGradients(d_hidden)
-        return WindowGradients(
-            d_hidden, [torch.zeros_like(a) if d is None else d for a, d in zip(attention, d_attention)]
-        )
+        return WindowGradients(d_hidden, [_or_zeros(bucket, d) for bucket, d in zip(attention, d_attention)])
 
     return ArgsKwargs(args=(hidden, attention, alignment), kwargs={}), grads_to_windows
+
+
+def _or_zeros(tensors: List[torch.Tensor], grads: Optional[List[Optional[torch.Tensor]]]) -> List[torch.Tensor]:
+    """The gradients of `tensors`, zeros where autograd left one None (a tensor the scores did not read)."""
+    grads = [None] * len(tensors) if grads is None else grads
+    return [torch.zeros_like(tensor) if grad is None else grad for tensor, grad in zip(tensors, grads)]
 
 
 def _scores_to_xp(model: Model, inputs_outputs: Tuple, is_train: bool):

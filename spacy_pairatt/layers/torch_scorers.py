@@ -82,7 +82,7 @@ class PairAttention(nn.Module):
         Drawn once per pass and handed to every term that reads the maps, so that a scorer whose
         arc and label terms are computed apart drops the same maps in both.
         """
-        return self.dropout.scale(attention.alignment.n_groups, attention.n_maps, attention.window_maps[0])
+        return self.dropout.scale(attention.alignment.n_groups, attention.n_maps, attention.like)
 
     def _weights(self, attention: WordAttention, channels: slice, kept: Optional[torch.Tensor]) -> torch.Tensor:
         """(2C, F) the forward then the backward map, or (B, 2C, F) with the dropped maps zeroed."""
@@ -369,9 +369,9 @@ class RelationPairScorer(nn.Module):
 class PooledPairScorer(nn.Module):
     """Pooling from the transformer's windows to units, then a pair scorer: one autograd graph.
 
-    forward takes window_hidden (W, P, M), window_attention (the maps in width buckets,
-    [(W_b, F, P_b, P_b)]) or None and the chunk's BlockAlignment (torch), and returns what the
-    wrapped scorer returns.
+    forward takes window_hidden [(W_b, P_b, M)] and window_attention [[(W_b, H, P_b, P_b)] per layer]
+    or None, bucket by bucket (`pooling.bucket_windows`), and the chunk's BlockAlignment (torch), and
+    returns what the wrapped scorer returns.
     """
 
     def __init__(self, scorer: nn.Module, use_attention: bool):

@@ -2,7 +2,7 @@
 
 A *group* is what one pair-score matrix covers: a sentence's words for the parser, a Doc's
 entities for relations. Groups are scored in chunks of similar size; the scorer pools each chunk
-from the batch's stacked windows itself (torch, on the transformer's device), so its backprop
+from the batch's windows itself (torch, on the transformer's device), so its backprop
 gives the gradient of the windows' `last_hidden_state` and, when asked for, of their attentions,
 which go back to the shared transformer one Doc at a time.
 """
@@ -45,11 +45,11 @@ def length_chunks(lengths: Sequence[int], max_pairs: int, max_padding: float = 2
 
 @dataclass
 class WindowGradients:
-    """The gradient of a WindowBatch's tensors: hidden (W, P, M); attention, one (W_b, L*H, P_b, P_b)
-    per width bucket, or None."""
+    """The gradient of a WindowBatch's tensors, bucket by bucket: hidden [(W_b, P_b, M)]; attention
+    [[(W_b, H, P_b, P_b)] per layer], or None."""
 
-    hidden: torch.Tensor
-    attention: Optional[List[torch.Tensor]] = None
+    hidden: List[torch.Tensor]
+    attention: Optional[List[List[torch.Tensor]]] = None
 
 
 def score_chunks(
@@ -74,14 +74,17 @@ def score_chunks(
         backprops.append(backprop_scores)
 
     def backprop(d_scores: List) -> WindowGradients:
-        total = WindowGradients(torch.zeros_like(windows.hidden))
+        total = WindowGradients([torch.zeros_like(bucket) for bucket in windows.hidden])
         for backprop_scores, d_chunk in zip(backprops, d_scores):
             d_batch = backprop_scores(d_chunk)
-            total.hidden += d_batch.hidden
+            total.hidden = [sum_d + d for sum_d, d in zip(total.hidden, d_batch.hidden)]
             if d_batch.attention is not None and total.attention is None:
                 total.attention = d_batch.attention
             elif d_batch.attention is not None:
-                total.attention = [total_a + d_a for total_a, d_a in zip(total.attention, d_batch.attention)]
+                total.attention = [
+                    [sum_d + d for sum_d, d in zip(sum_bucket, bucket)]
+                    for sum_bucket, bucket in zip(total.attention, d_batch.attention)
+                ]
         return total
 
     return outputs, backprop
@@ -97,8 +100,10 @@ def transformer_gradients(
     its Docs by position); zeros for Docs with output that the scorer did not read.
     """
     grad_factor = model.attrs["grad_factor"]
-    d_hidden = d_windows.hidden * grad_factor
-    d_attention = None if d_windows.attention is None else [d * grad_factor for d in d_windows.attention]
+    d_hidden = [d * grad_factor for d in d_windows.hidden]
+    d_attention = None
+    if d_windows.attention is not None:
+        d_attention = [[d * grad_factor for d in bucket] for bucket in d_windows.attention]
     gradients = []
     for trf_data, doc_grads in zip(trf_datas, split_window_gradients(windows, d_hidden, d_attention)):
         output = trf_data.model_output

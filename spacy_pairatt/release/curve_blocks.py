@@ -24,12 +24,18 @@ GOAL = 1.0  # the issue's bar: pooled gain in LAS points, with the interval abov
 def planned_runs(root: Path) -> List:
     """Every `attention_curve.Run` the workflow's `curve-run` commands make, in the workflow's order,
     parsed with the command's own arguments (no project.yml: none)."""
+    return [run for run, _ in _planned(root)]
+
+
+def _planned(root: Path) -> List[Tuple]:
+    """(Run, its command line's Budget) of every run of the workflow's `curve-run` commands."""
     import shlex
 
     import srsly
     from weasel.util import substitute_project_variables
 
     from ..cli import build_parser
+    from ..cli.attention_curve import curve_budget
     from ..study.attention_curve import plan_runs
 
     path = Path(root) / "project.yml"
@@ -37,24 +43,29 @@ def planned_runs(root: Path) -> List:
         return []
     project = substitute_project_variables(srsly.read_yaml(path))
     commands = {command["name"]: command for command in project.get("commands", [])}
-    runs = []
+    planned = []
     for name in project.get("workflows", {}).get(WORKFLOW, []):
         for line in commands.get(name, {}).get("script", []):
             words = shlex.split(line)
             if words[:4] == ["python", "-m", "spacy_pairatt", "curve-run"]:
                 args = build_parser().parse_args(words[3:])
-                runs += plan_runs(args.task, args.dataset, args.rows, args.sizes, args.seeds)
-    return runs
+                budget = curve_budget(args)
+                planned += [
+                    (run, budget) for run in plan_runs(args.task, args.dataset, args.rows, args.sizes, args.seeds)
+                ]
+    return planned
 
 
 def missing_runs(results: Results) -> List[Dict]:
-    """The planned runs the table lacks, grouped by task, data and size: their rows and seeds."""
+    """The planned runs the table lacks, grouped by task, data and size: their rows and seeds. A run
+    trained to other steps than the plan's budget gives its size now counts as missing."""
     from ..study.attention_curve import TASKS, size_label
 
-    present = {run["run_id"] for run in (results.json(CURVE_JSON) or {}).get("runs", [])}
+    present = {run["run_id"]: run for run in (results.json(CURVE_JSON) or {}).get("runs", [])}
     groups: Dict[Tuple, Dict] = {}
-    for run in planned_runs(results.root):
-        if run.run_id in present:
+    for run, budget in _planned(results.root):
+        record = present.get(run.run_id)
+        if record is not None and record["steps"] == budget.steps(record["n_train"]):
             continue
         group = groups.setdefault(
             (run.task, run.dataset, size_label(run.size)),
