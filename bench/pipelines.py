@@ -11,6 +11,7 @@ from typing import List, Optional
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
+from spacy.vocab import Vocab
 from spacy.training import Example
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,9 +37,13 @@ def load_docs(path: Path, nlp: Language, limit: int = 0) -> List[Doc]:
     return docs[:limit] if limit else docs
 
 
-def unannotated(docs: List[Doc]) -> List[Doc]:
-    """The gold tokens alone, one sentence per Doc, as a pipeline would receive them."""
-    return [Doc(doc.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]) for doc in docs]
+def unannotated(docs: List[Doc], vocab: Optional[Vocab] = None) -> List[Doc]:
+    """The gold tokens alone, one sentence per Doc, as a pipeline would receive them; in the pipeline's
+    `vocab` (default: the Docs' own), whose strings its annotations need (a trained transition
+    parser's projectivised labels are strings of its own vocab)."""
+    return [
+        Doc(vocab or doc.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]) for doc in docs
+    ]
 
 
 def build_pipeline(
