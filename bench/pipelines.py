@@ -11,8 +11,8 @@ from typing import List, Optional
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
-from spacy.vocab import Vocab
 from spacy.training import Example
+from spacy.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"
