@@ -62,18 +62,21 @@ def missing_runs(results: Results) -> List[Dict]:
     from ..study.attention_curve import TASKS, size_label
 
     present = {run["run_id"]: run for run in (results.json(CURVE_JSON) or {}).get("runs", [])}
-    groups: Dict[Tuple, Dict] = {}
+    seeds_of_row: Dict[Tuple, Tuple] = {}  # (task, data, size, row) -> (a run, its missing seeds)
     for run, budget in _planned(results.root):
         record = present.get(run.run_id)
         if record is not None and record["steps"] == budget.steps(record["n_train"]):
             continue
+        _, seeds = seeds_of_row.setdefault((run.task, run.dataset, size_label(run.size), run.row), (run, []))
+        seeds += [run.seed] if run.seed not in seeds else []
+    # Rows of one size that miss the same seeds make one group: its rows x seeds are exactly the missing runs.
+    groups: Dict[Tuple, Dict] = {}
+    for (task, dataset, size, row), (run, seeds) in seeds_of_row.items():
         group = groups.setdefault(
-            (run.task, run.dataset, size_label(run.size)),
-            {"task": run.task, "dataset": run.dataset, "size": run.size, "rows": [], "seeds": []},
+            (task, dataset, size, tuple(seeds)),
+            {"task": task, "dataset": dataset, "size": run.size, "rows": [], "seeds": seeds},
         )
-        name = TASKS[run.task].row(run.row).name
-        group["rows"] += [name] if name not in group["rows"] else []
-        group["seeds"] += [run.seed] if run.seed not in group["seeds"] else []
+        group["rows"].append(TASKS[task].row(row).name)
     return list(groups.values())
 
 
