@@ -28,22 +28,24 @@ def block_buckets(bucket_sizes: Sequence[int], block_window: torch.Tensor) -> Tu
 
 
 def bucket_blocks(
-    bucket_sizes: Sequence[int], block_window: torch.Tensor
-) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
-    """(bucket, its blocks, their window rows in the bucket) for every bucket that has blocks."""
-    bucket_of_block, row_of_block = block_buckets(bucket_sizes, block_window)
+    bucket_sizes: Sequence[int], bucket_of_block: torch.Tensor, row_of_block: torch.Tensor
+) -> List[Tuple[int, torch.Tensor, Optional[torch.Tensor]]]:
+    """(bucket, its blocks, their window rows in the bucket) for every bucket that has blocks, from
+    `block_buckets`; the rows are None where the blocks are the bucket's windows, each once, in order
+    (then the bucket is used as it is, without a gather's copy)."""
     found = []
     for bucket in torch.unique(bucket_of_block).tolist():
         blocks = torch.nonzero(bucket_of_block == bucket).flatten()
-        found.append((bucket, blocks, row_of_block[blocks]))
+        rows = row_of_block[blocks]
+        in_order = torch.arange(bucket_sizes[bucket], device=rows.device)
+        whole = len(rows) == len(in_order) and bool((rows == in_order).all())
+        found.append((bucket, blocks, None if whole else rows))
     return found
 
 
-def _rows(bucket: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """bucket[rows], without the copy when the rows are the whole bucket in order."""
-    if len(rows) == len(bucket) and bool((rows == torch.arange(len(bucket), device=rows.device)).all()):
-        return bucket
-    return bucket[rows]
+def _rows(bucket: torch.Tensor, rows: Optional[torch.Tensor]) -> torch.Tensor:
+    """bucket[rows]; the bucket itself for rows None (`bucket_blocks`)."""
+    return bucket if rows is None else bucket[rows]
 
 
 def pool_hidden(window_hidden: Sequence[torch.Tensor], alignment: BlockAlignment) -> torch.Tensor:
@@ -56,7 +58,8 @@ def pool_hidden(window_hidden: Sequence[torch.Tensor], alignment: BlockAlignment
     width = window_hidden[0].shape[-1]
     slots = alignment.unit_slots()
     pooled = window_hidden[0].new_zeros(n_slots + 1, width)
-    for bucket, blocks, rows in bucket_blocks([len(h) for h in window_hidden], alignment.block_window):
+    sizes = [len(h) for h in window_hidden]
+    for bucket, blocks, rows in bucket_blocks(sizes, *block_buckets(sizes, alignment.block_window)):
         hidden = window_hidden[bucket]
         weights = alignment.hidden_weights[blocks, :, : hidden.shape[1]]
         per_block = torch.matmul(weights, _rows(hidden, rows))  # (Bk_b, U, M)
@@ -129,8 +132,8 @@ class WordAttention:
         return [len(layers[0]) for layers in self.window_maps]
 
     @cached_property
-    def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, torch.Tensor]]:
-        return bucket_blocks(self._bucket_sizes, self.alignment.block_window)
+    def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, Optional[torch.Tensor]]]:
+        return bucket_blocks(self._bucket_sizes, *self._block_windows)
 
     def _pooled_blocks(self, weights: Optional[torch.Tensor]) -> torch.Tensor:
         """(Bk, C, U, U): every block's maps pooled to its units, C = F; or, with weights (C, F) or
@@ -273,9 +276,9 @@ class WordAttention:
         return block_buckets(self._bucket_sizes, self.alignment.block_window)
 
 
-def pool_attention(window_maps: Sequence[torch.Tensor], alignment: BlockAlignment) -> WordAttention:
+def pool_attention(window_maps: Sequence[Sequence[torch.Tensor]], alignment: BlockAlignment) -> WordAttention:
     """The word-level attention of the alignment's groups (`WordAttention`), pooled on demand."""
-    return WordAttention(list(window_maps), alignment)
+    return WordAttention([list(layers) for layers in window_maps], alignment)
 
 
 def bucket_windows(

@@ -77,7 +77,8 @@ def score_chunks(
         total = WindowGradients([torch.zeros_like(bucket) for bucket in windows.hidden])
         for backprop_scores, d_chunk in zip(backprops, d_scores):
             d_batch = backprop_scores(d_chunk)
-            total.hidden = [sum_d + d for sum_d, d in zip(total.hidden, d_batch.hidden)]
+            for sum_d, d in zip(total.hidden, d_batch.hidden):
+                sum_d += d
             if d_batch.attention is not None and total.attention is None:
                 total.attention = d_batch.attention
             elif d_batch.attention is not None:
