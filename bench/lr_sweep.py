@@ -56,18 +56,25 @@ def eval_rows(log: str, columns: List[str]) -> List[Dict]:
 
 
 def score_columns(log: str) -> List[str]:
-    """The score columns of the log's header (`DEP_UAS  DEP_LAS  SENTS_F  SCORE`), lowercased."""
+    """The score columns of the log's header, lowercased: the names between the last `LOSS NAME` pair
+    and SCORE (`E  #  LOSS TRANS...  LOSS PAIRA...  DEP_UAS  DEP_LAS  SENTS_F  SCORE`)."""
     for line in log.splitlines():
-        if "SCORE" in line and "#" in line:
-            names = line.split()
-            return [name.lower() for name in names[names.index("SCORE") - 3 : names.index("SCORE")]]
+        names = line.split()
+        if names[:2] == ["E", "#"] and "SCORE" in names:
+            first = max((i for i, name in enumerate(names) if name == "LOSS"), default=0) + 2
+            return [name.lower() for name in names[first : names.index("SCORE")]]
     raise SystemExit("no header row (E  #  ...  SCORE) in the training log")
 
 
 def table(rates: List[str], logs: Dict[str, str]) -> List[Dict]:
     runs = []
     for rate in rates:
-        rows = eval_rows(logs[rate], score_columns(logs[rate]))
+        columns = score_columns(logs[rate])
+        if not {"dep_uas", "dep_las"} <= set(columns):
+            raise SystemExit(
+                f"the log at rate {rate} has no DEP_UAS and DEP_LAS columns: the sweep chooses by a parser's dev scores"
+            )
+        rows = eval_rows(logs[rate], columns)
         # The log rounds SCORE to two digits; the config weighs UAS and LAS equally, so their sum at the
         # logged precision orders the evaluations, the later one winning a tie.
         best = max(rows, key=lambda row: (round(row["dep_uas"] + row["dep_las"], 2), row["step"]))

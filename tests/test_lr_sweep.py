@@ -36,3 +36,12 @@ def test_a_tie_in_the_rounded_score_goes_to_the_higher_uas_plus_las():
 def test_a_log_cut_off_before_its_first_evaluation_is_named():
     with pytest.raises(SystemExit, match="no evaluation rows"):
         lr_sweep.eval_rows(HEADER, ["dep_uas", "dep_las", "sents_f"])
+
+
+def test_a_log_without_parser_scores_is_refused_by_name():
+    log = (
+        "E    #       LOSS TRANS...  LOSS PAIRA...  REL_MICRO_F  SCORE \n  1     200     0.3     5.0     80.0    0.80\n"
+    )
+    assert lr_sweep.score_columns(log) == ["rel_micro_f"]
+    with pytest.raises(SystemExit, match="no DEP_UAS and DEP_LAS"):
+        lr_sweep.table(["1e-4"], {"1e-4": log})
