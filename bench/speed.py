@@ -49,20 +49,22 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
         with pairatt.select_pipes(enable=["transformer"]):
             list(pairatt.pipe(batch, batch_size=batch_size))
 
+    # Each run with its pipeline, whose vocab the Docs are made in.
     runs = {
-        "a_transformer": transformer_alone,
-        "b_pairatt": lambda batch: list(pairatt.pipe(batch, batch_size=batch_size)),
-        "c_transition": lambda batch: list(transition.pipe(batch, batch_size=batch_size)),
-        "c_transition_wordpiece_batched": lambda batch: list(transition_batched.pipe(batch, batch_size=batch_size)),
+        "a_transformer": (pairatt, transformer_alone),
+        "b_pairatt": (pairatt, lambda batch: list(pairatt.pipe(batch, batch_size=batch_size))),
+        "c_transition": (transition, lambda batch: list(transition.pipe(batch, batch_size=batch_size))),
+        "c_transition_wordpiece_batched": (
+            transition_batched,
+            lambda batch: list(transition_batched.pipe(batch, batch_size=batch_size)),
+        ),
     }
-    vocabs = {"a_transformer": pairatt.vocab, "b_pairatt": pairatt.vocab, "c_transition": transition.vocab}
-    vocabs["c_transition_wordpiece_batched"] = transition_batched.vocab
-    for name, run in runs.items():  # warm-up: first calls allocate and tune
-        run(unannotated(docs[:64], vocabs[name]))
+    for pipeline, run in runs.values():  # warm-up: first calls allocate and tune
+        run(unannotated(docs[:64], pipeline.vocab))
     speeds: Dict[str, List[float]] = {name: [] for name in runs}
     for _ in range(repeats):
-        for name, run in runs.items():
-            speeds[name].append(words_per_second(run, docs, n_words, vocabs[name]))
+        for name, (pipeline, run) in runs.items():
+            speeds[name].append(words_per_second(run, docs, n_words, pipeline.vocab))
     medians = {name: statistics.median(values) for name, values in speeds.items()}
     return {
         "n_sentences": len(docs),
