@@ -15,6 +15,7 @@ from torch import nn
 from spacy_pairatt.components.scoring import sentence_is_one_tree
 from spacy_pairatt.core.features import MissingAttentionError
 from spacy_pairatt.core.objectives import arc_log_scores
+from spacy_pairatt.layers.fused_attention import FusedBertSelfAttention
 from spacy_pairatt.layers.pair_scorer import torch_module
 
 TEXTS = [
@@ -97,6 +98,9 @@ def test_serialization_round_trip(trained, tmp_path):
     encoder = loaded.get_pipe("transformer").model.transformer
     assert encoder.config._attn_implementation == "eager"
     assert not any("Sdpa" in type(module).__name__ for module in encoder.modules())
+    for pipeline in (nlp, loaded):  # the fused eager attention once initialised and once loaded
+        layers = pipeline.get_pipe("transformer").model.transformer.encoder.layer
+        assert all(isinstance(layer.attention.self, FusedBertSelfAttention) for layer in layers)
     for doc, doc2 in zip(nlp.pipe(TEXTS), loaded.pipe(TEXTS)):
         assert [(t.head.i, t.dep_) for t in doc] == [(t.head.i, t.dep_) for t in doc2]
     from_bytes = make_pipeline(nlp.get_pipe("transformer").model.attrs["name"]).from_bytes(nlp.to_bytes())

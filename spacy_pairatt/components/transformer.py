@@ -20,7 +20,9 @@ constant feature, as under spacy-transformers' `transformer`.
 Loading a saved pipeline keeps the attention implementation its config asks for: spacy-transformers
 rebuilds a saved transformer from its Hugging Face config, which does not store
 `attn_implementation`, so transformers picks "sdpa" and only falls back to the eager attention
-(with a warning) while `output_attentions` is on.
+(with a warning) while `output_attentions` is on. An eager BERT or RoBERTa self-attention, the one
+that returns the attention weights, then runs in fewer passes (`layers/fused_attention.py`), once
+the encoder is initialised or loaded.
 """
 
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
@@ -38,6 +40,7 @@ from transformers import AutoModel
 
 from ..core.span_getters import WordpieceBoundedSpans
 from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
+from ..layers.fused_attention import fuse_self_attention
 
 
 @Language.factory(
@@ -126,16 +129,22 @@ class WordpieceBatchedTransformer(Transformer):
         if not isinstance(self.model.attrs["get_spans"], WordpieceBoundedSpans):
             self.model.attrs["get_spans"] = WordpieceBoundedSpans(self.model.attrs["get_spans"], self.model)
 
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None):
+        super().initialize(get_examples, nlp=nlp)
+        fuse_self_attention(self.model.layers[0].shims[0]._model)
+
     def from_bytes(self, bytes_data, *, exclude=tuple()):
         requested = self.model._init_transformer_config.get("attn_implementation")
         super().from_bytes(bytes_data, exclude=exclude)
         restore_attention_implementation(self.model, requested)
+        fuse_self_attention(self.model.layers[0].shims[0]._model)
         return self
 
     def from_disk(self, path, *, exclude=tuple()):
         requested = self.model._init_transformer_config.get("attn_implementation")
         super().from_disk(path, exclude=exclude)
         restore_attention_implementation(self.model, requested)
+        fuse_self_attention(self.model.layers[0].shims[0]._model)
         return self
 
     def window_sizes(self, docs: List[Doc]):
