@@ -5,6 +5,8 @@ In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc)
   transition parser on the same encoder as configs/transition_minilm.cfg has it (stock
   `transformer` component, SDPA attention, no attention output), and (c') the same with the
   `pairatt_transformer` component's batching; interleaved per repeat; median words/s.
+(a0), (a) with Hugging Face's own eager self-attention instead of the fused one
+(`layers/fused_attention.py`), runs in the same loop: what the fused attention gains.
 Training: one `nlp.update` on 32 training sentences, pairatt_parser vs a tagger head on the same
 transformer, interleaved; median seconds per step.
 MST: the time spent in `decode_batch` while (b) parses the test set, measured by wrapping it,
@@ -21,6 +23,7 @@ import json
 import pstats
 import statistics
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Dict, List
 
@@ -32,6 +35,7 @@ from thinc.api import NumpyOps, fix_random_seed, get_current_ops
 
 import spacy_pairatt.components.parser as parser_module
 from spacy_pairatt.core.decoding import decode_batch
+from spacy_pairatt.layers.fused_attention import FUSED_CLASSES
 from spacy_pairatt.provenance import provenance
 
 
@@ -49,9 +53,14 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
         with pairatt.select_pipes(enable=["transformer"]):
             list(pairatt.pipe(batch, batch_size=batch_size))
 
+    def transformer_alone_hf_attention(batch):
+        with hugging_face_attention(pairatt.get_pipe("transformer").model.transformer):
+            transformer_alone(batch)
+
     # Each run with its pipeline, whose vocab the Docs are made in.
     runs = {
         "a_transformer": (pairatt, transformer_alone),
+        "a_transformer_hf_attention": (pairatt, transformer_alone_hf_attention),
         "b_pairatt": (pairatt, lambda batch: list(pairatt.pipe(batch, batch_size=batch_size))),
         "c_transition": (transition, lambda batch: list(transition.pipe(batch, batch_size=batch_size))),
         "c_transition_wordpiece_batched": (
@@ -76,7 +85,22 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
         "ratio_b_over_a": round(medians["b_pairatt"] / medians["a_transformer"], 3),
         "ratio_b_over_c": round(medians["b_pairatt"] / medians["c_transition"], 3),
         "ratio_b_over_c_wordpiece_batched": round(medians["b_pairatt"] / medians["c_transition_wordpiece_batched"], 3),
+        "ratio_a_over_a_hf_attention": round(medians["a_transformer"] / medians["a_transformer_hf_attention"], 3),
     }
+
+
+@contextmanager
+def hugging_face_attention(encoder: torch.nn.Module):
+    """The encoder's fused self-attention modules back to the Hugging Face classes they replace."""
+    originals = {fused: original for original, fused in FUSED_CLASSES.items()}
+    swapped = [module for module in encoder.modules() if type(module) in originals]
+    for module in swapped:
+        module.__class__ = originals[type(module)]
+    try:
+        yield
+    finally:
+        for module in swapped:
+            module.__class__ = FUSED_CLASSES[type(module)]
 
 
 def training_steps(pairatt, tagger, train_docs, steps: int, batch: int) -> Dict:

@@ -33,14 +33,19 @@ def speed_lines(speed: Dict) -> List[str]:
     ]
     names = {
         "a_transformer": "(a) transformer alone (eager attention, attention output)",
+        "a_transformer_hf_attention": "(a0) as (a), Hugging Face's eager self-attention instead of the fused one",
         "b_pairatt": "(b) transformer + pairatt_parser",
         "c_transition": "(c) transformer + transition parser (stock component, SDPA, no attention output)",
         "c_transition_wordpiece_batched": "(c') as (c), batched by `pairatt_transformer`",
     }
     for key, label in names.items():
+        if key not in medians:  # (a0): runs made before the fused attention have none
+            continue
         values = ", ".join(f"{v:.0f}" for v in inference["words_per_second"][key])
         lines.append(f"| {label} | {medians[key]:.0f} | {values} |")
     ratio_training = training["ratio_pairatt_over_tagger"]
+    if "ratio_a_over_a_hf_attention" in inference:
+        lines += ["", f"Fused eager self-attention: (a) / (a0) = {inference['ratio_a_over_a_hf_attention']:.3f}."]
     lines += [
         "",
         "| target | measured | |",

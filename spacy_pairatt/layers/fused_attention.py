@@ -6,9 +6,9 @@ Hugging Face's eager BERT self-attention makes a pass over the (B, H, P, P) scor
 matmul on permuted views, the division by sqrt(d), the mask's addition and the softmax, after
 three linear maps. Here one linear map gives Q, K and V, one `baddbmm` gives the scaled scores with
 the mask added, then the softmax and one `bmm`. Same outputs to float rounding (tests compare both
-forwards and gradients with the original); on 2 CPU cores the encoder's forward took about 5 to 8%
-less time at the widths EWT batches have (docs/performance.md). Whatever else the original
-supports (cross-attention, a key/value cache, relative positions, head masks) goes to it.
+forwards and gradients with the original); what it gains is bench/speed.py's (a) against (a0)
+(results/bench.md). Whatever else the original supports (cross-attention, a key/value cache,
+relative positions, head masks) goes to it.
 """
 
 import math
