@@ -133,19 +133,20 @@ class WordpieceBatchedTransformer(Transformer):
         super().initialize(get_examples, nlp=nlp)
         fuse_self_attention(self.model.layers[0].shims[0]._model)
 
-    def from_bytes(self, bytes_data, *, exclude=tuple()):
+    def _loaded(self, load: Callable[[], None]) -> "WordpieceBatchedTransformer":
+        """Run spacy-transformers' loading, then give the encoder the attention its config asks
+        for (`restore_attention_implementation`), fused where it is eager."""
         requested = self.model._init_transformer_config.get("attn_implementation")
-        super().from_bytes(bytes_data, exclude=exclude)
+        load()
         restore_attention_implementation(self.model, requested)
         fuse_self_attention(self.model.layers[0].shims[0]._model)
         return self
 
+    def from_bytes(self, bytes_data, *, exclude=tuple()):
+        return self._loaded(lambda: super(WordpieceBatchedTransformer, self).from_bytes(bytes_data, exclude=exclude))
+
     def from_disk(self, path, *, exclude=tuple()):
-        requested = self.model._init_transformer_config.get("attn_implementation")
-        super().from_disk(path, exclude=exclude)
-        restore_attention_implementation(self.model, requested)
-        fuse_self_attention(self.model.layers[0].shims[0]._model)
-        return self
+        return self._loaded(lambda: super(WordpieceBatchedTransformer, self).from_disk(path, exclude=exclude))
 
     def window_sizes(self, docs: List[Doc]):
         """(widths, rows): each Doc's longest window in wordpieces and its number of windows."""
