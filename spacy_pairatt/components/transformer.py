@@ -131,7 +131,7 @@ class WordpieceBatchedTransformer(Transformer):
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None):
         super().initialize(get_examples, nlp=nlp)
-        fuse_self_attention(self.model.layers[0].shims[0]._model)
+        fuse_self_attention(self.model.transformer)
 
     def _loaded(self, load: Callable[[], None]) -> "WordpieceBatchedTransformer":
         """Run spacy-transformers' loading, then give the encoder the attention its config asks
@@ -139,7 +139,7 @@ class WordpieceBatchedTransformer(Transformer):
         requested = self.model._init_transformer_config.get("attn_implementation")
         load()
         restore_attention_implementation(self.model, requested)
-        fuse_self_attention(self.model.layers[0].shims[0]._model)
+        fuse_self_attention(self.model.transformer)
         return self
 
     def from_bytes(self, bytes_data, *, exclude=tuple()):
