@@ -1,6 +1,7 @@
 """The attention curve (issue 17): subsets, budgets and run commands, reuse of earlier results, the
 table and picture from synthetic per-run JSON files, and one end-to-end run on the tiny random BERT."""
 
+import dataclasses
 import json
 import subprocess
 
@@ -25,7 +26,7 @@ from spacy_pairatt.study.attention_curve import (
     subset_indices,
     write_subsets,
 )
-from spacy_pairatt.study.attention_curve_table import curve_table, verdict, write_curve_table
+from spacy_pairatt.study.attention_curve_table import curve_table, training_device, verdict, write_curve_table
 
 # -- subsets, budgets, commands -----------------------------------------------------------------
 
@@ -260,6 +261,17 @@ def test_table_recovers_a_known_difference_and_calls_identical_rows_not_shown(sy
     )
 
 
+def test_runs_table_says_where_each_run_trained():
+    def record(gpu_id, cores):
+        command = f"python -m spacy train c.cfg --gpu-id {gpu_id} --paths.train t"
+        return {"command": command, "provenance": {"cores": cores}}
+
+    assert training_device(record(0, 16)) == "GPU"
+    assert training_device(record(-1, 2)) == "CPU, 2 cores"
+    assert training_device({"command": "spacy train c.cfg", "provenance": {}}) == "CPU"
+    assert training_device({**record(0, 16), "trainings_at_once": 8}) == "GPU, 8 at once"
+
+
 def test_verdict_needs_the_whole_interval_above_zero():
     assert verdict({"low": 0.01, "high": 2}) == "holds"
     assert verdict({"low": 0.0, "high": 2}) == "not shown"
@@ -276,7 +288,7 @@ def test_markdown_json_and_picture_from_the_run_files(synthetic_runs, tmp_path):
     assert "| ewt | 100 | emb+att - emb | ewt | LAS | 0: +9.00, 1: +9.00, 2: +9.00 | +9.00 |" in text
     assert "| holds | yes |" in text and "| not shown | no |" in text
     assert "| semeval | 7,200 (all) | 81.0 (0: 80.0, 1: 82.0) | 80.0 (0: 81.0, 1: 79.0) | 0: +1.00, 1: -3.00 |" in text
-    assert "ewt_n100_s2_att" in text and "01234567" in text  # runs table with commit
+    assert "ewt_n100_s2_att" in text and "01234567" in text and "| CPU |" in text  # runs table: commit, device
     written = json.loads(paths["json"].read_text())
     assert written["bootstrap"]["n_resamples"] == 300 and written["provenance"]["seed"] == 0
     assert len(written["runs"]) == 12 and written["budget"]["parser"]["max_steps"] == 800
@@ -341,10 +353,11 @@ def test_curve_end_to_end_on_a_tiny_encoder(tiny_bert_dir, ud_train_docs, tmp_pa
     args += ["--subsets", str(tmp_path / "subsets"), "--training-dir", str(tmp_path / "training")]
     args += ["--results-dir", str(results), "--rows", "emb", "att", "--sizes", "20", "--seeds", "0"]
     args += ["--min-steps", "1", "--max-steps", "1", "--encoder", tiny_bert_dir]
-    main(args)
+    main([*args, "--jobs", "2"])  # both trainings at once
     for row in ("emb", "att"):
         record = json.loads((results / "runs" / f"ewt_n20_s0_{row}.json").read_text())
-        assert record["n_train"] == 20 and record["steps"] == 1 and record["subset"]["seed"] == 0
+        assert record["trainings_at_once"] == 2 and record["n_train"] == 20 and record["steps"] == 1
+        assert record["subset"]["seed"] == 0
         assert record["encoder"] == tiny_bert_dir and "--training.max_steps 1" in record["command"]
         assert set(record["test"]) == {"ewt", "ptb"} and record["test"]["ptb"]["las"] is None
         assert 0 <= record["test"]["ewt"]["las"] <= record["test"]["ewt"]["uas"] <= 100
@@ -356,6 +369,56 @@ def test_curve_end_to_end_on_a_tiny_encoder(tiny_bert_dir, ud_train_docs, tmp_pa
     main([*args, "--reuse", "existing"])  # nothing to train: both runs reused
     table = curve_table(results, n_resamples=200)
     assert {e["domain"] for e in table["comparisons"]} == {"ewt", "ptb"} and len(table["runs"]) == 2
+
+
+def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_path, monkeypatch):
+    """Three trainings at once finishing in reverse order: each is scored when it ends, the records
+    come back in the plan's order; a failed training cancels the runs still queued behind it."""
+    import threading
+    import time as clock
+
+    from spacy_pairatt.study import attention_curve as curve
+
+    for name in ("train.spacy", "dev.spacy", "test.spacy"):
+        (tmp_path / name).write_bytes(b"")
+    runs = plan_runs(task="parser", dataset="ewt", rows=["emb"], sizes=[100, 400, 1600], seeds=[0])
+    delays = {run.run_id: 0.3 - 0.1 * i for i, run in enumerate(runs)}
+    running, most_at_once, scored, started = [], [0], [], []
+    lock = threading.Lock()
+
+    def fake_training(run, setup):
+        with lock:
+            started.append(run.run_id)
+            running.append(run.run_id)
+            most_at_once[0] = max(most_at_once[0], len(running))
+        clock.sleep(delays[run.run_id])
+        with lock:
+            running.remove(run.run_id)
+        if run.run_id in failing:
+            raise RuntimeError(f"{run.run_id} failed")
+        return {"run_id": run.run_id, "model": run.run_id, "provenance": {}}
+
+    monkeypatch.setattr(curve, "train_run", fake_training)
+    monkeypatch.setattr(curve, "dev_scores", lambda model, task: {"uas": 1.0})
+    monkeypatch.setattr(curve, "score_run", lambda run, training, setup: scored.append(run.run_id) or {})
+    setup = curve.Setup(train=str(tmp_path / "train.spacy"), dev=str(tmp_path / "dev.spacy"),
+                        tests={"ewt": str(tmp_path / "test.spacy")}, training_dir=str(tmp_path / "training"),
+                        results_dir=str(tmp_path / "results"), subsets="unused", jobs=3)  # fmt: skip
+    failing = set()
+    records = curve.run_curve(runs, setup)
+    assert [r["run_id"] for r in records] == [run.run_id for run in runs] and most_at_once[0] == 3
+    assert scored == [run.run_id for run in reversed(runs)]  # the shortest training is scored first
+    assert all((tmp_path / "results" / "runs" / f"{run.run_id}.json").exists() for run in runs)
+
+    scored.clear(), started.clear()
+    failing = {runs[0].run_id}
+    setup = dataclasses.replace(setup, results_dir=str(tmp_path / "again"), jobs=1)
+    with pytest.raises(RuntimeError, match="failed"):
+        curve.run_curve(runs, setup)
+    # Nothing is scored after the failure, and the last run, still queued then, never starts.
+    assert scored == [] and not (tmp_path / "again" / "runs").exists() and runs[2].run_id not in started
+    with pytest.raises(ValueError, match="jobs"):
+        curve.run_curve(runs, dataclasses.replace(setup, jobs=0))
 
 
 def test_relation_rows_get_a_paired_interval_from_the_kept_labels(tmp_path):

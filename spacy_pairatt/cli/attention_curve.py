@@ -67,7 +67,7 @@ def curve_run_cli(args) -> None:
     setup = Setup(
         train=args.train, dev=args.dev, tests=dict(args.test), training_dir=args.training_dir,
         results_dir=args.results_dir, subsets=args.subsets, budget=budget, gpu_id=args.gpu_id,
-        dev_limit=args.dev_limit, encoder=args.encoder, reuse=args.reuse,
+        dev_limit=args.dev_limit, encoder=args.encoder, reuse=args.reuse, jobs=args.jobs,
     )  # fmt: skip
     with one_line_errors(args):
         runs = plan_runs(task=args.task, dataset=args.dataset, rows=args.rows, sizes=args.sizes, seeds=args.seeds)
@@ -146,6 +146,11 @@ def add_commands(commands) -> None:
         "--reuse", choices=("same-code", "existing", "never"), default="same-code",
         help="which earlier results stand: same-code (written from clean code that has not changed since), "
         "existing (any), never",
+    )  # fmt: skip
+    run.add_argument(
+        "--jobs", type=int, default=1,
+        help="trainings at once: on a GPU several of these small models train side by side (8 on one H200); "
+        "on a CPU keep 1",
     )  # fmt: skip
     run.add_argument("--dry-run", action="store_true", help="print the runs, steps, commands and a CPU time estimate")
     run.set_defaults(func=curve_run_cli)

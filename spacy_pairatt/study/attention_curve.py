@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -237,6 +238,7 @@ class Setup:
     dev_limit: int = 0
     encoder: Optional[str] = None  # replaces the configs' encoder (the tests' tiny BERT)
     reuse: str = "same-code"
+    jobs: int = 1  # trainings at once (a GPU has room for several of these small models; 2 CPU cores do not)
 
 
 def run_data(run: Run, setup: Setup) -> Tuple[str, int, Optional[Dict]]:
@@ -282,7 +284,8 @@ def train_run(run: Run, setup: Setup) -> Dict:
         "n_train": n_train, "subset": subset, "steps": steps, "budget": {**asdict(budget), "rule": budget.rule()},
         "learn_rate": config_learn_rate(row.config), "dev_limit": setup.dev_limit, "command": " ".join(command),
         "train_seconds": seconds, "log": str(log), "model": str(Path(setup.training_dir) / run.run_id / "model-best"),
-        "code_sha256": fingerprint, "provenance": provenance(seed=run.seed, started=started, code=code),
+        "code_sha256": fingerprint, "trainings_at_once": setup.jobs,
+        "provenance": provenance(seed=run.seed, started=started, code=code),
     }  # fmt: skip
     results.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
@@ -354,40 +357,68 @@ def add_relation_labels(record: Dict, setup: Setup) -> bool:
 
 
 def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
-    """Train and score each run not already done (see `reusable`), into RESULTS/runs/{run_id}.json."""
+    """Train and score each run not already done (see `reusable`), into RESULTS/runs/{run_id}.json.
+
+    With `setup.jobs` > 1, up to that many `spacy train` processes run at once and each run is
+    scored as soon as its training ends; the records come back in the order of `runs`.
+    """
     import spacy
 
     for path in (setup.train, setup.dev, *setup.tests.values()):
         if not Path(path).exists():
             raise ValueError(f"{path} does not exist (run the convert / ptb-convert / semeval-convert command first)")
+    if setup.jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {setup.jobs}")
     if setup.gpu_id >= 0:
         spacy.require_gpu(setup.gpu_id)
-    records = []
+    fingerprint = code_fingerprint(TRAINING_CODE)
+    records: Dict[str, Dict] = {}
+    pending = []
     for run in runs:
         path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
-        record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
-        if reusable(record, setup.reuse, fingerprint):
-            print(f"{run.run_id}: results reused ({path})")
-            if run.task == "relations" and add_relation_labels(record, setup):
-                path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
-                print(f"{run.run_id}: per-sentence labels added ({path})")
-            records.append(record)
+        record = read_json(path)
+        if not reusable(record, setup.reuse, fingerprint):
+            pending.append(run)
             continue
-        started = time.time()
-        training = train_run(run, setup)
-        record = {
-            **training,
-            "dev_scores": dev_scores(training["model"], TASKS[run.task]),
-            "test": score_run(run, training, setup),
-            "train_provenance": training["provenance"],
-            "train_code_sha256": training.get("code_sha256"),
-            "code_sha256": fingerprint,
-            "provenance": provenance(seed=run.seed, started=started),
-        }
-        path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
-        print(f"{run.run_id}: done ({path})", flush=True)
-        records.append(record)
-    return records
+        print(f"{run.run_id}: results reused ({path})")
+        if run.task == "relations" and add_relation_labels(record, setup):
+            path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+            print(f"{run.run_id}: per-sentence labels added ({path})")
+        records[run.run_id] = record
+    with ThreadPoolExecutor(max_workers=setup.jobs) as pool:
+        trainings = {pool.submit(timed_training, run, setup): run for run in pending}
+        try:
+            for finished in as_completed(trainings):
+                run = trainings[finished]
+                records[run.run_id] = score_and_write(run, *finished.result(), setup, fingerprint)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)  # trainings already running finish; queued ones never start
+            raise
+    return [records[run.run_id] for run in runs]
+
+
+def timed_training(run: Run, setup: Setup) -> Tuple[Dict, float]:
+    """`train_run` and when it started (a queued run's wait for a free job is not its time)."""
+    started = time.time()
+    return train_run(run, setup), started
+
+
+def score_and_write(run: Run, training: Dict, started: float, setup: Setup, fingerprint: Optional[str]) -> Dict:
+    """A trained run's dev and test scores with its training record, into RESULTS/runs/{run_id}.json."""
+    record = {
+        **training,
+        "dev_scores": dev_scores(training["model"], TASKS[run.task]),
+        "test": score_run(run, training, setup),
+        "train_provenance": training["provenance"],
+        "train_code_sha256": training.get("code_sha256"),
+        "code_sha256": fingerprint,
+        "provenance": provenance(seed=run.seed, started=started),
+    }
+    path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    print(f"{run.run_id}: done ({path})", flush=True)
+    return record
 
 
 def estimate_cpu_seconds(runs: Iterable[Run], n_train: Dict[Optional[int], int], budgets: Dict[str, Budget]) -> float:

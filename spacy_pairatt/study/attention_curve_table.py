@@ -5,6 +5,7 @@ table, and a picture. Scores are percentages, unrounded until printed.
 """
 
 import json
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -175,9 +176,21 @@ def run_summary(record: Dict) -> Dict:
         "train_seconds": record["train_seconds"], "dev": record["dev_scores"],
         "test": {domain: {k: v for k, v in scores.items() if k not in ("arcs", "evaluation")}
                  for domain, scores in record["test"].items()},
-        "command": record["command"], "commit": code.get("commit"), "dirty": code.get("dirty"),
-        "created": record["provenance"]["created"],
+        "device": training_device(record), "command": record["command"], "commit": code.get("commit"),
+        "dirty": code.get("dirty"), "created": record["provenance"]["created"],
     }  # fmt: skip
+
+
+def training_device(record: Dict) -> str:
+    """Where a run trained, from its `spacy train` command's --gpu-id and the machine in its
+    provenance: train seconds are comparable only between runs on the same device."""
+    gpu = re.search(r"--gpu-id (-?\d+)", record["command"])
+    provenance = record.get("train_provenance") or record["provenance"]
+    device = f"CPU, {provenance['cores']} cores" if provenance.get("cores") else "CPU"
+    if gpu is not None and int(gpu.group(1)) >= 0:
+        device = "GPU"
+    at_once = record.get("trainings_at_once", 1)
+    return device if at_once == 1 else f"{device}, {at_once} at once"
 
 
 def curve_table(results_dir: Path, n_resamples: int = N_RESAMPLES) -> Dict:
@@ -311,10 +324,11 @@ def runs_markdown(runs: Sequence[Dict]) -> str:
     lines = [
         "## Runs\n",
         "One line a model: its training sentences, the seed that drew the subset and the training seed, steps, "
-        "the wall time of `spacy train`, spaCy's dev scores of model-best, test scores, and where it came from "
+        "the wall time of `spacy train` and where it ran (`curve-run --jobs`: several trainings at once), "
+        "spaCy's dev scores of model-best, test scores, and where it came from "
         "(commit, `+dirty` for uncommitted code, time). Commands: `runs` in the JSON.\n",
-        "| run | row | sentences | subset seed | seed | steps | train s | dev | test | commit | created |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| run | row | sentences | subset seed | seed | steps | train s | device | dev | test | commit | created |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         dev = ", ".join(f"{name.upper().replace('_', '-')} {cell(value)}" for name, value in run["dev"].items())
@@ -326,7 +340,8 @@ def runs_markdown(runs: Sequence[Dict]) -> str:
         commit = "–" if run["commit"] is None else run["commit"][:8] + ("+dirty" if run["dirty"] else "")
         lines.append(
             f"| {run['run_id']} | {run['row']} | {run['n_train']:,} | {cell(run['subset_seed'], 0)} | {run['seed']} | "
-            f"{run['steps']} | {cell(run['train_seconds'], 0)} | {dev} | {test} | {commit} | {run['created']} |"
+            f"{run['steps']} | {cell(run['train_seconds'], 0)} | {run['device']} | {dev} | {test} | {commit} | "
+            f"{run['created']} |"
         )
     return "\n".join(lines) + "\n"
 
