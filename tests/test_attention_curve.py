@@ -373,7 +373,8 @@ def test_curve_end_to_end_on_a_tiny_encoder(tiny_bert_dir, ud_train_docs, tmp_pa
 
 def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_path, monkeypatch):
     """Three trainings at once finishing in reverse order: each is scored when it ends, the records
-    come back in the plan's order; a failed training cancels the runs still queued behind it."""
+    come back in the plan's order. With one job, training and scoring alternate; a failed training
+    stops the runs behind it."""
     import threading
     import time as clock
 
@@ -382,41 +383,43 @@ def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_
     for name in ("train.spacy", "dev.spacy", "test.spacy"):
         (tmp_path / name).write_bytes(b"")
     runs = plan_runs(task="parser", dataset="ewt", rows=["emb"], sizes=[100, 400, 1600], seeds=[0])
-    delays = {run.run_id: 0.3 - 0.1 * i for i, run in enumerate(runs)}
-    running, most_at_once, scored, started = [], [0], [], []
+    ids = [run.run_id for run in runs]
+    delays = {run_id: 0.3 - 0.1 * i for i, run_id in enumerate(ids)}
+    events, running, most_at_once, failing = [], set(), [0], set()
     lock = threading.Lock()
 
     def fake_training(run, setup):
         with lock:
-            started.append(run.run_id)
-            running.append(run.run_id)
+            events.append(("train", run.run_id))
+            running.add(run.run_id)
             most_at_once[0] = max(most_at_once[0], len(running))
         clock.sleep(delays[run.run_id])
         with lock:
-            running.remove(run.run_id)
+            running.discard(run.run_id)
         if run.run_id in failing:
             raise RuntimeError(f"{run.run_id} failed")
         return {"run_id": run.run_id, "model": run.run_id, "provenance": {}}
 
     monkeypatch.setattr(curve, "train_run", fake_training)
     monkeypatch.setattr(curve, "dev_scores", lambda model, task: {"uas": 1.0})
-    monkeypatch.setattr(curve, "score_run", lambda run, training, setup: scored.append(run.run_id) or {})
+    monkeypatch.setattr(curve, "score_run", lambda run, training, setup: events.append(("score", run.run_id)) or {})
     setup = curve.Setup(train=str(tmp_path / "train.spacy"), dev=str(tmp_path / "dev.spacy"),
                         tests={"ewt": str(tmp_path / "test.spacy")}, training_dir=str(tmp_path / "training"),
                         results_dir=str(tmp_path / "results"), subsets="unused", jobs=3)  # fmt: skip
-    failing = set()
     records = curve.run_curve(runs, setup)
-    assert [r["run_id"] for r in records] == [run.run_id for run in runs] and most_at_once[0] == 3
-    assert scored == [run.run_id for run in reversed(runs)]  # the shortest training is scored first
-    assert all((tmp_path / "results" / "runs" / f"{run.run_id}.json").exists() for run in runs)
+    assert [r["run_id"] for r in records] == ids and most_at_once[0] == 3
+    assert [run_id for event, run_id in events if event == "score"] == ids[::-1]  # the shortest first
+    assert all((tmp_path / "results" / "runs" / f"{run_id}.json").exists() for run_id in ids)
 
-    scored.clear(), started.clear()
-    failing = {runs[0].run_id}
-    setup = dataclasses.replace(setup, results_dir=str(tmp_path / "again"), jobs=1)
+    events.clear()
+    curve.run_curve(runs, dataclasses.replace(setup, results_dir=str(tmp_path / "one_job"), jobs=1))
+    assert events == [(event, run_id) for run_id in ids for event in ("train", "score")]
+
+    events.clear()
+    failing.add(ids[0])
     with pytest.raises(RuntimeError, match="failed"):
-        curve.run_curve(runs, setup)
-    # Nothing is scored after the failure, and the last run, still queued then, never starts.
-    assert scored == [] and not (tmp_path / "again" / "runs").exists() and runs[2].run_id not in started
+        curve.run_curve(runs, dataclasses.replace(setup, results_dir=str(tmp_path / "again"), jobs=1))
+    assert events == [("train", ids[0])] and not (tmp_path / "again" / "runs").exists()
     with pytest.raises(ValueError, match="jobs"):
         curve.run_curve(runs, dataclasses.replace(setup, jobs=0))
 

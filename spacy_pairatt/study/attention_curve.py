@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
@@ -360,7 +360,9 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
     """Train and score each run not already done (see `reusable`), into RESULTS/runs/{run_id}.json.
 
     With `setup.jobs` > 1, up to that many `spacy train` processes run at once and each run is
-    scored as soon as its training ends; the records come back in the order of `runs`.
+    scored (in this process) as soon as its training ends; a new training starts once a run is
+    scored, so with one job training and scoring alternate, as the CPU timings assume. The records
+    come back in the order of `runs`.
     """
     import spacy
 
@@ -373,12 +375,12 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
         spacy.require_gpu(setup.gpu_id)
     fingerprint = code_fingerprint(TRAINING_CODE)
     records: Dict[str, Dict] = {}
-    pending = []
+    queued = []
     for run in runs:
         path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
         record = read_json(path)
         if not reusable(record, setup.reuse, fingerprint):
-            pending.append(run)
+            queued.append(run)
             continue
         print(f"{run.run_id}: results reused ({path})")
         if run.task == "relations" and add_relation_labels(record, setup):
@@ -386,14 +388,17 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
             print(f"{run.run_id}: per-sentence labels added ({path})")
         records[run.run_id] = record
     with ThreadPoolExecutor(max_workers=setup.jobs) as pool:
-        trainings = {pool.submit(timed_training, run, setup): run for run in pending}
-        try:
-            for finished in as_completed(trainings):
-                run = trainings[finished]
-                records[run.run_id] = score_and_write(run, *finished.result(), setup, fingerprint)
-        except BaseException:
-            pool.shutdown(cancel_futures=True)  # trainings already running finish; queued ones never start
-            raise
+        training: Dict = {}
+        while queued or training:
+            while queued and len(training) < setup.jobs:
+                run = queued.pop(0)
+                training[pool.submit(timed_training, run, setup)] = run
+            finished, _ = wait(training, return_when=FIRST_COMPLETED)
+            for future in finished:
+                # A failed training raises here: nothing more is submitted, and the trainings under
+                # way finish before the error leaves the pool.
+                run = training.pop(future)
+                records[run.run_id] = score_and_write(run, *future.result(), setup, fingerprint)
     return [records[run.run_id] for run in runs]
 
 
