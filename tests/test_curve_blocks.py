@@ -153,6 +153,8 @@ def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tm
     write(tmp_path, CURVE_JSON, {**table, "runs": table["runs"][1:]})
     missing = missing_runs(Results(tmp_path))
     assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected
+    row_name = TASKS[left_out.task].row(left_out.row).name  # the README's summary names the missing row
+    assert f"sentences ({row_name})." in attention_curve_summary_block(Results(tmp_path))
     # A run trained to fewer steps than the plan's budget (an earlier rule) is missing too.
     short = [{**table["runs"][0], "steps": 200}] + table["runs"][1:]
     write(tmp_path, CURVE_JSON, {**table, "runs": short})

@@ -89,7 +89,9 @@ def missing_text(results: Results, compact: bool = False) -> str:
     if not missing:
         return f"Every run of the `{WORKFLOW}` workflow's plan is in the table."
     if compact:
-        parts = [f"{g['task']} on {g['dataset']}, {size_text(g['size'])} sentences" for g in missing]
+        parts = [
+            f"{g['task']} on {g['dataset']}, {size_text(g['size'])} sentences ({', '.join(g['rows'])})" for g in missing
+        ]
     else:
         parts = [
             f"{g['task']} on {g['dataset']}, {size_text(g['size'])} sentences ({', '.join(g['rows'])}; "
