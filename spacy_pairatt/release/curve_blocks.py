@@ -88,16 +88,10 @@ def missing_text(results: Results, compact: bool = False) -> str:
     missing = missing_runs(results)
     if not missing:
         return f"Every run of the `{WORKFLOW}` workflow's plan is in the table."
-    if compact:
-        parts = [
-            f"{g['task']} on {g['dataset']}, {size_text(g['size'])} sentences ({', '.join(g['rows'])})" for g in missing
-        ]
-    else:
-        parts = [
-            f"{g['task']} on {g['dataset']}, {size_text(g['size'])} sentences ({', '.join(g['rows'])}; "
-            f"seed{'s' if len(g['seeds']) > 1 else ''} {', '.join(map(str, g['seeds']))})"
-            for g in missing
-        ]
+    parts = []
+    for g in missing:
+        seeds = "" if compact else f"; seed{'s' if len(g['seeds']) > 1 else ''} {', '.join(map(str, g['seeds']))}"
+        parts.append(f"{g['task']} on {g['dataset']}, {size_text(g['size'])} sentences ({', '.join(g['rows'])}{seeds})")
     return f"Not in the table yet (the `{WORKFLOW}` workflow's plan in project.yml): " + "; ".join(parts) + "."
 
 
