@@ -197,6 +197,26 @@ def test_batched_pooling_equals_the_direct_computation(batch):
     torch.testing.assert_close(from_head, dense.permute(0, 2, 3, 1)[s, heads, i])
 
 
+@settings(max_examples=60, deadline=None)
+@given(batches())
+def test_chunks_of_a_batch_share_its_bucket_projections(batch):
+    """Projections kept in a batch's `projected` under a key (fixed weights, inference) give each chunk
+    what projecting alone gives, and every bucket is projected once for all the chunks."""
+    hidden, attentions, docs, windows, sentences, window_order = batch
+    groups = Groups.sentences(*np.array(sentences).T)
+    half = max(1, len(sentences) // 2)
+    chunks = [chunk for chunk in (list(range(half)), list(range(half, len(sentences)))) if chunk]
+    weights = torch.randn(2, 4, dtype=torch.float64)
+    projected, buckets_read = {}, set()
+    for chunk in chunks:
+        _, alone, alignment = pooled(hidden, attentions, docs, windows, groups.subset(chunk), window_order)
+        shared = WordAttention(alone.window_maps, alignment, projected)
+        torch.testing.assert_close(shared.project(weights, "arcs"), alone.project(weights))
+        torch.testing.assert_close(shared.project(2 * weights), 2 * alone.project(weights))  # no key: not kept
+        buckets_read |= {bucket for bucket, _, _ in alone._bucket_blocks}
+    assert sorted(projected) == sorted(("arcs", bucket) for bucket in buckets_read)
+
+
 def test_gradients_match_finite_differences():
     """Autograd through the pooling (hidden and attention) against torch's finite differences."""
     rng = np.random.default_rng(5)

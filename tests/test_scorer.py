@@ -331,3 +331,23 @@ def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():
     module.train()
     mean = torch.stack([module(attention) for _ in range(3000)]).mean(0)
     assert torch.allclose(mean, expected, atol=0.15 * float(expected.abs().mean()))
+
+
+def test_arc_attention_is_kept_for_the_batch_only_without_gradients():
+    """At inference the arc term's projection of the windows is kept in the batch's `projected`, once
+    per bucket; with gradients it is not (each chunk's backward frees its own graph), and both agree."""
+    torch.manual_seed(0)
+    module = PairAttention(n_attention=6, n_out=3, dropout=0.0).eval()
+    torch.nn.init.normal_(module.forward_map)
+    torch.nn.init.normal_(module.backward_map)
+    dense = torch.rand(2, 6, 4, 4)
+    scores = {}
+    for grad in (True, False):
+        projected = {}
+        shared = WordAttention.from_dense(dense)
+        shared.projected = projected
+        with torch.set_grad_enabled(grad):
+            scores[grad] = module(shared, slice(0, 1)), module(shared, slice(0, 1))
+        assert len(projected) == (0 if grad else 1)
+    torch.testing.assert_close(scores[True][0].detach(), scores[False][0])
+    torch.testing.assert_close(scores[False][1], scores[False][0])

@@ -9,8 +9,8 @@ that make the units.
 """
 
 import warnings
-from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -74,7 +74,8 @@ class WindowBatch:
     hidden state [(W_b, P_b, M)] per bucket; attention: [[(W_b, H, P_b, P_b)] per layer] per bucket,
     or None when not used; alignments: every Doc's token -> wordpiece map in that window numbering;
     doc_windows / doc_widths / doc_first_window: each Doc's W_d, P_d and first window (0 windows for
-    Docs without output).
+    Docs without output); projected: the attention buckets' projections that the batch's chunks
+    share at inference (`pooling.WordAttention.projected`), filled as they are scored.
     """
 
     hidden: List[torch.Tensor]
@@ -83,6 +84,7 @@ class WindowBatch:
     doc_windows: List[int]
     doc_widths: List[int]
     doc_first_window: List[int]
+    projected: Dict[Tuple, torch.Tensor] = field(default_factory=dict, repr=False)
 
     def bucket_of(self, window: int) -> Tuple[int, int]:
         """(bucket, row in it) of global window `window`."""

@@ -11,7 +11,7 @@ row w - (windows of the buckets before) of its bucket.
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import groupby
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -90,10 +90,14 @@ class WordAttention:
     Word-level attention averages over the windows that hold both units the per-window value:
     the mean over the first unit's wordpieces of the attention summed over the second's.
     Nothing of size F x N x N is built unless `dense` is called.
+    projected: where a batch's chunks share the projections of whole buckets by fixed weights
+    (`project` with a key), or None: the windows are the batch's, the groups only the chunk's, so
+    without it every chunk would project every window of the buckets it reads.
     """
 
     window_maps: Sequence[Sequence[torch.Tensor]]
     alignment: BlockAlignment
+    projected: Optional[Dict[Tuple, torch.Tensor]] = None
 
     @property
     def n_maps(self) -> int:
@@ -135,7 +139,7 @@ class WordAttention:
     def _bucket_blocks(self) -> List[Tuple[int, torch.Tensor, Optional[torch.Tensor]]]:
         return bucket_blocks(self._bucket_sizes, *self._block_windows)
 
-    def _pooled_blocks(self, weights: Optional[torch.Tensor]) -> torch.Tensor:
+    def _pooled_blocks(self, weights: Optional[torch.Tensor], key: Optional[Hashable] = None) -> torch.Tensor:
         """(Bk, C, U, U): every block's maps pooled to its units, C = F; or, with weights (C, F) or
         (S, C, F), the maps projected to C channels first (what `_project_blocks` chooses when C < F).
 
@@ -158,7 +162,7 @@ class WordAttention:
                     else _rows(layers[0], local)
                 )
             elif weights.dim() == 2:  # before the gather: fewer values
-                block_maps = _rows(_project_layers(layers, weights), local)  # (Bk_b, C, P_b * P_b)
+                block_maps = _rows(self._projected_bucket(bucket, weights, key), local)  # (Bk_b, C, P_b * P_b)
             else:  # one set of weights per group (map dropout)
                 block_maps = _project_layers([_rows(layer, local) for layer in layers], weights[a.block_group[blocks]])
             rows_first = block_maps.reshape(-1, n_out, width, width).transpose(1, 2)  # (Bk_b, P_b, C, P_b)
@@ -169,7 +173,16 @@ class WordAttention:
             pooled[blocks, :, :used, :used] = to_units.view(-1, used, n_out, used).transpose(1, 2)  # one copy, in place
         return pooled
 
-    def _project_blocks(self, weights: torch.Tensor) -> torch.Tensor:
+    def _projected_bucket(self, bucket: int, weights: torch.Tensor, key: Optional[Hashable]) -> torch.Tensor:
+        """(W_b, C, P_b * P_b) every window of the bucket projected by weights (C, F); kept in
+        `projected` under (key, bucket) when both are given, for the batch's other chunks."""
+        if key is None or self.projected is None:
+            return _project_layers(self.window_maps[bucket], weights)
+        if (key, bucket) not in self.projected:
+            self.projected[key, bucket] = _project_layers(self.window_maps[bucket], weights)
+        return self.projected[key, bucket]
+
+    def _project_blocks(self, weights: torch.Tensor, key: Optional[Hashable] = None) -> torch.Tensor:
         """(Bk, C, U*U): sum_f weights[c, f] * the block's pooled map f, each block in its own window.
 
         Pooling and the projection are both linear, so either may come first: with fewer outputs
@@ -180,17 +193,19 @@ class WordAttention:
         n_out, n_maps = weights.shape[-2:]
         n_blocks, n_units = self.alignment.unit_of.shape
         if n_out < n_maps:
-            return self._pooled_blocks(weights).view(n_blocks, n_out, n_units * n_units)
+            return self._pooled_blocks(weights, key).view(n_blocks, n_out, n_units * n_units)
         block_weights = weights if weights.dim() == 2 else weights[self.alignment.block_group]
         return torch.matmul(block_weights, self._pooled_blocks(None).view(n_blocks, n_maps, n_units * n_units))
 
-    def project(self, weights: torch.Tensor) -> torch.Tensor:
+    def project(self, weights: torch.Tensor, key: Optional[Hashable] = None) -> torch.Tensor:
         """(S, C, N, N): sum_f weights[c, f] * attention[s, f, i, j], averaged over shared windows.
 
-        weights: (C, F), or (S, C, F) for one set of weights per group (map dropout).
+        weights: (C, F), or (S, C, F) for one set of weights per group (map dropout). key: names
+        weights (C, F) that stay the same for the whole batch and need no gradient (inference), so
+        that the windows' projections are kept in `projected` and computed once per batch.
         """
         a = self.alignment
-        per_block = self._project_blocks(weights)  # (Bk, C, U*U)
+        per_block = self._project_blocks(weights, key)  # (Bk, C, U*U)
         n_out = per_block.shape[1]
         n_slots = a.n_groups * a.n_units * a.n_units
         summed = per_block.new_zeros(n_out, n_slots + 1).index_add(
@@ -234,16 +249,14 @@ class WordAttention:
         head_local = a.local_of[torch.arange(n_blocks, device=heads.device)[:, None], head_units]
         block, unit = torch.nonzero((a.unit_of >= 0) & (head_local >= 0), as_tuple=True)
         head = head_local[block, unit]
-        to_head, from_head = self._arc_sums(block, unit, head), self._arc_sums(block, head, unit)
+        # Both directions in one pass: rows (unit -> head) then (head -> unit), side by side after.
+        both = self._arc_sums(block.repeat(2), torch.cat([unit, head]), torch.cat([head, unit]))
+        both = torch.cat([both[: len(block)], both[len(block) :]], dim=1)  # (R, 2F)
         slots = a.unit_slots()[block, unit]
         shared = a.shared.gather(2, heads[..., None])[..., 0].clamp(min=1)[..., None]  # (S, N, 1)
-
-        def place(values: torch.Tensor) -> torch.Tensor:
-            n_slots = a.n_groups * a.n_units
-            placed = values.new_zeros(n_slots, self.n_maps).index_add(0, slots, values)
-            return placed.view(a.n_groups, a.n_units, self.n_maps) / shared
-
-        return place(to_head), place(from_head)
+        placed = both.new_zeros(a.n_groups * a.n_units, 2 * self.n_maps).index_add(0, slots, both)
+        placed = placed.view(a.n_groups, a.n_units, 2 * self.n_maps) / shared
+        return placed[..., : self.n_maps], placed[..., self.n_maps :]
 
     def _arc_sums(self, block: torch.Tensor, source: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """(R, F): for R (block, source unit, target unit) rows, sum over p, q of
@@ -276,9 +289,14 @@ class WordAttention:
         return block_buckets(self._bucket_sizes, self.alignment.block_window)
 
 
-def pool_attention(window_maps: Sequence[Sequence[torch.Tensor]], alignment: BlockAlignment) -> WordAttention:
-    """The word-level attention of the alignment's groups (`WordAttention`), pooled on demand."""
-    return WordAttention([list(layers) for layers in window_maps], alignment)
+def pool_attention(
+    window_maps: Sequence[Sequence[torch.Tensor]],
+    alignment: BlockAlignment,
+    projected: Optional[Dict[Tuple, torch.Tensor]] = None,
+) -> WordAttention:
+    """The word-level attention of the alignment's groups (`WordAttention`), pooled on demand;
+    `projected` the batch's shared projections (`WordAttention.projected`)."""
+    return WordAttention([list(layers) for layers in window_maps], alignment, projected)
 
 
 def bucket_windows(

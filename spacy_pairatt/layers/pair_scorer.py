@@ -186,7 +186,7 @@ def _batch_to_torch(model: Model, batch: PairBatch, is_train: bool):
             return WindowGradients(d_hidden)
         return WindowGradients(d_hidden, [_or_zeros(bucket, d) for bucket, d in zip(attention, d_attention)])
 
-    return ArgsKwargs(args=(hidden, attention, alignment), kwargs={}), grads_to_windows
+    return ArgsKwargs(args=(hidden, attention, alignment, windows.projected), kwargs={}), grads_to_windows
 
 
 def _or_zeros(tensors: List[torch.Tensor], grads: Optional[List[Optional[torch.Tensor]]]) -> List[torch.Tensor]:

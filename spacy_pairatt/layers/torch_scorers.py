@@ -96,7 +96,9 @@ class PairAttention(nn.Module):
     ) -> torch.Tensor:
         """(B, N, N, C) for the output channels selected by `channels` (default: all); `kept`: the
         pass's map dropout from `kept_maps` (default: drawn here)."""
-        both = attention.project(self._weights(attention, channels, kept))  # (B, 2C, N, N)
+        weights = self._weights(attention, channels, kept)
+        fixed = weights.dim() == 2 and not torch.is_grad_enabled()  # the same for every chunk of the batch
+        both = attention.project(weights, (id(self), channels.start, channels.stop) if fixed else None)  # (B, 2C, N, N)
         n_groups, n_both, n_units, _ = both.shape
         both = both.view(n_groups, 2, n_both // 2, n_units, n_units)
         return (both[:, 0] + both[:, 1].transpose(2, 3)).permute(0, 2, 3, 1)
@@ -192,33 +194,26 @@ class BiaffinePairScorer(nn.Module):
             self.label_dependent = nn.Linear(label_width, n_labels, bias=False)
             self.label_head = nn.Linear(label_width, n_labels, bias=False)
 
-    def _projections(self, hidden) -> Optional[dict]:
-        if not self.use_embeddings:
-            return None
-        hidden = self.dropout(hidden)
-        return {name: layer(hidden) for name, layer in self.projections.items()}
-
-    def _arcs(self, p: Optional[dict], hidden) -> torch.Tensor:
-        """(B, N, N) biaffine arc scores, without the indicator and attention terms."""
-        batch, n_units = hidden.shape[:2]
-        arc = hidden.new_zeros(batch, n_units, n_units)
-        if p is not None:
-            # Plain matmuls in contiguous layouts: torch's einsum backward is an order of
-            # magnitude slower on CPU for these shapes.
-            arc = arc + torch.matmul(p["arc_dependent"] @ self.arc_bilinear, p["arc_head"].transpose(1, 2))
-            arc = arc + self.arc_head_bias(p["arc_head"])[:, None, :, 0]
-        return arc
+    def _arcs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """(B, N, N) biaffine arc scores of the hidden states (after dropout)."""
+        dependent, head = self.projections["arc_dependent"](hidden), self.projections["arc_head"](hidden)
+        # Plain matmuls in contiguous layouts: torch's einsum backward is an order of
+        # magnitude slower on CPU for these shapes.
+        scores = torch.matmul(dependent @ self.arc_bilinear, head.transpose(1, 2))
+        return scores + self.arc_head_bias(head)[:, None, :, 0]
 
     def forward(self, hidden, attention: Optional[WordAttention], missing, unshared):
-        """(B, N, N) arc scores, and the state `label_scores_at` reads (the projections and map
-        dropout of this pass, so that the labels see the same dropout as the arcs)."""
-        p = self._projections(hidden)
-        arc = self._arcs(p, hidden) + self.indicators(missing, unshared, slice(0, 1))[..., 0]
+        """(B, N, N) arc scores, and the state `label_scores_at` reads (this pass's hidden states
+        after dropout and its map dropout, so that the labels see the same dropout as the arcs)."""
+        arc = self.indicators(missing, unshared, slice(0, 1))[..., 0]
+        dropped = self.dropout(hidden) if self.use_embeddings else None
+        if dropped is not None:
+            arc = arc + self._arcs(dropped)
         kept = None
         if self.attention is not None:
             kept = self.attention.kept_maps(attention)
             arc = arc + self.attention(attention, slice(0, 1), kept)[..., 0]
-        return arc, (p, attention, kept, missing, unshared)
+        return arc, (dropped, attention, kept, missing, unshared)
 
     def _label_bilinear(self, dependent_vectors: torch.Tensor, head_vectors: torch.Tensor, head_of: torch.Tensor):
         """(R, K) d_r @ U_k @ h_r for R (dependent, head) rows, with the head vectors given once per
@@ -249,17 +244,18 @@ class BiaffinePairScorer(nn.Module):
         """(B, N, K) label scores of the arcs heads[b, i] -> i.
 
         Only units with a head (heads[b, i] >= 0; the root and padding have -1 and get zeros) are
-        scored: the bilinear costs K x E x E per unit, and a chunk is padded to its longest sentence.
+        scored, and the label projections are computed for those units and their heads only: the
+        bilinear costs K x E x E per unit, and a chunk is padded to its longest sentence.
         """
-        p, attention, kept, missing, unshared = state
+        hidden, attention, kept, missing, unshared = state
         batch, n_units = heads.shape
         sentence, unit = torch.nonzero(heads >= 0, as_tuple=True)
         head = heads[sentence, unit]
         labels = self.label_bias.expand(len(unit), -1)
-        if p is not None:
+        if hidden is not None:
             heads_once, head_of = torch.unique(sentence * n_units + head, return_inverse=True)
-            head_vectors = p["label_head"].flatten(0, 1)[heads_once]
-            dependent_vectors = p["label_dependent"][sentence, unit]
+            head_vectors = self.projections["label_head"](hidden.flatten(0, 1)[heads_once])
+            dependent_vectors = self.projections["label_dependent"](hidden[sentence, unit])
             labels = (
                 labels
                 + self._label_bilinear(dependent_vectors, head_vectors, head_of)
@@ -370,8 +366,9 @@ class PooledPairScorer(nn.Module):
     """Pooling from the transformer's windows to units, then a pair scorer: one autograd graph.
 
     forward takes window_hidden [(W_b, P_b, M)] and window_attention [[(W_b, H, P_b, P_b)] per layer]
-    or None, bucket by bucket (`pooling.bucket_windows`), and the chunk's BlockAlignment (torch), and
-    returns what the wrapped scorer returns.
+    or None, bucket by bucket (`pooling.bucket_windows`), the chunk's BlockAlignment (torch) and
+    optionally the batch's shared attention projections (`WordAttention.projected`), and returns
+    what the wrapped scorer returns.
     """
 
     def __init__(self, scorer: nn.Module, use_attention: bool):
@@ -379,19 +376,19 @@ class PooledPairScorer(nn.Module):
         self.scorer = scorer
         self.use_attention = use_attention
 
-    def pooled(self, window_hidden, window_attention, alignment: BlockAlignment):
+    def pooled(self, window_hidden, window_attention, alignment: BlockAlignment, projected: Optional[dict] = None):
         """(hidden (B, N, M), attention WordAttention or None, missing (B, N), unshared (B, N, N))."""
         hidden = pool_hidden(window_hidden, alignment)
         mask = alignment.mask
         if self.use_attention:
-            attention = pool_attention(window_attention, alignment)
+            attention = pool_attention(window_attention, alignment, projected)
             unshared = (alignment.shared == 0) * mask[:, :, None] * mask[:, None, :]
         else:
             attention, unshared = None, torch.zeros_like(alignment.shared)
         return hidden, attention, alignment.missing, unshared
 
-    def forward(self, window_hidden, window_attention, alignment: BlockAlignment):
-        return self.scorer(*self.pooled(window_hidden, window_attention, alignment))
+    def forward(self, window_hidden, window_attention, alignment: BlockAlignment, projected: Optional[dict] = None):
+        return self.scorer(*self.pooled(window_hidden, window_attention, alignment, projected))
 
     def label_scores_at(self, state, heads: torch.Tensor) -> torch.Tensor:
         return self.scorer.label_scores_at(state, heads)
