@@ -240,6 +240,10 @@ class Setup:
     reuse: str = "same-code"
     jobs: int = 1  # trainings at once (a GPU has room for several of these small models; 2 CPU cores do not)
 
+    def run_record(self, run: Run, kind: str = "") -> Path:
+        """RESULTS/runs/{run_id}{kind}.json: the run's results (kind "") or its training record (".train")."""
+        return Path(self.results_dir) / "runs" / f"{run.run_id}{kind}.json"
+
 
 def run_data(run: Run, setup: Setup) -> Tuple[str, int, Optional[Dict]]:
     """The run's training file, its number of sentences (documents), and its subset's record."""
@@ -264,8 +268,7 @@ def run_command(run: Run, setup: Setup, train: str, steps: int) -> List[str]:
 
 def train_run(run: Run, setup: Setup) -> Dict:
     """Train one run (unless an earlier training of it may be reused) and return its training record."""
-    results = Path(setup.results_dir) / "runs"
-    path = results / f"{run.run_id}.train.json"
+    path = setup.run_record(run, ".train")
     record, fingerprint = read_json(path), code_fingerprint(TRAINING_CODE)
     if reusable(record, setup.reuse, fingerprint):
         print(f"{run.run_id}: training reused ({path})")
@@ -287,7 +290,7 @@ def train_run(run: Run, setup: Setup) -> Dict:
         "code_sha256": fingerprint, "trainings_at_once": setup.jobs,
         "provenance": provenance(seed=run.seed, started=started, code=code),
     }  # fmt: skip
-    results.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
     return record
 
@@ -377,7 +380,7 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
     records: Dict[str, Dict] = {}
     queued = []
     for run in runs:
-        path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
+        path = setup.run_record(run)
         record = read_json(path)
         if not reusable(record, setup.reuse, fingerprint):
             queued.append(run)
@@ -419,7 +422,7 @@ def score_and_write(run: Run, training: Dict, started: float, setup: Setup, fing
         "code_sha256": fingerprint,
         "provenance": provenance(seed=run.seed, started=started),
     }
-    path = Path(setup.results_dir) / "runs" / f"{run.run_id}.json"
+    path = setup.run_record(run)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
     print(f"{run.run_id}: done ({path})", flush=True)
