@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import spacy  # noqa: E402
 
+from spacy_pairatt.json_files import write_json  # noqa: E402
 from spacy_pairatt.provenance import command_line, provenance  # noqa: E402
 
 # spaCy's ConsoleLogger row: epoch, step, the components' losses, then the scores and SCORE.
@@ -169,7 +170,7 @@ def main(argv=None) -> None:
         )
         for rate in args.rates
     }
-    Path(f"{results}.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    write_json(f"{results}.json", record)
     Path(f"{results}.md").write_text(markdown(record), encoding="utf8")
     print(markdown(record))
 

@@ -23,6 +23,7 @@ import numpy as np
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.tokens import Doc
 
+from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 
 CORPUS = tuple(f"corpus/ud_ewt/en_ewt-ud-{split}.spacy" for split in ("train", "dev", "test"))
@@ -123,9 +124,7 @@ def main() -> None:
         "bytes_kept_per_doc": kept_per_doc(args.batch_size),
     }
     result["provenance"] = provenance(seed=None)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
-    print(json.dumps(result, indent=2))
+    print(write_json(args.output, result))
 
 
 if __name__ == "__main__":

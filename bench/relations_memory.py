@@ -29,6 +29,7 @@ from spacy.training.initialize import init_nlp
 
 from spacy_pairatt.core.doc_relations import register_relations_extension
 from spacy_pairatt.corpora.relation_metrics import SEMEVAL_RELATIONS
+from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "rel_semeval_minilm.cfg"
@@ -126,9 +127,7 @@ def main() -> None:
         "goal_met": bool(goal) and goal[0]["peak_rss_growth_mb"] < GOAL_GROWTH_MB,
         "provenance": provenance(seed=SEED),
     }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
-    print(json.dumps(result, indent=2))
+    print(write_json(args.output, result))
 
 
 if __name__ == "__main__":

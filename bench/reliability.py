@@ -58,6 +58,7 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main as cli_main
+from spacy_pairatt.json_files import write_json
 from spacy_pairatt.parse_files import parsing, reading, writing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -793,8 +794,7 @@ def main() -> None:
     result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder)
     result["provenance"] = provenance(seed=args.seed, started=started)
     result["provenance"]["versions"].update(library_versions(("conllu",)))
-    Path(args.output_json).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output_json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf8")
+    write_json(args.output_json, result)
     Path(args.output_md).write_text(markdown(result), encoding="utf8")
     print(markdown(result))
     sys.exit(1 if any(result[metric] for metric in METRICS) else 0)

@@ -5,12 +5,12 @@ tree per sentence) with more examples than CI runs; writes what ran, the outcome
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+from spacy_pairatt.json_files import write_json
 
 TEST = "tests/test_robustness.py::test_random_text_and_tokenizations_give_one_tree_per_sentence"
 
@@ -29,9 +29,7 @@ def main() -> None:
         "passed": run.returncode == 0,
         "seconds": round(time.perf_counter() - start, 1),
     }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
-    print(json.dumps(result, indent=2))
+    print(write_json(args.output, result))
     sys.exit(run.returncode)
 
 

@@ -11,7 +11,6 @@ The command's own output passes through unchanged.
 
 import argparse
 import contextlib
-import json
 import os
 import resource
 import shlex
@@ -24,6 +23,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spacy_pairatt.json_files import json_text, write_json  # noqa: E402
 from spacy_pairatt.provenance import provenance  # noqa: E402
 
 
@@ -115,9 +115,8 @@ def main() -> int:
         **({"gpu_peak_used_mb": gpu.peak, "gpu_used_mb_before": gpu.baseline} if gpu else {}),
         "provenance": provenance(seed=args.seed, started=started, command=shlex.join(command)),
     }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
-    print(json.dumps({k: v for k, v in result.items() if k != "provenance"}, indent=2))
+    write_json(args.output, result)
+    print(json_text({k: v for k, v in result.items() if k != "provenance"}))
     return 0
 
 

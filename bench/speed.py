@@ -19,7 +19,6 @@ as a share of (b)'s total time and of the parser component's own time; plus a cP
 
 import argparse
 import cProfile
-import json
 import pstats
 import statistics
 import time
@@ -35,6 +34,7 @@ from thinc.api import NumpyOps, fix_random_seed, get_current_ops
 
 import spacy_pairatt.components.parser as parser_module
 from spacy_pairatt.core.decoding import decode_batch
+from spacy_pairatt.json_files import write_json
 from spacy_pairatt.layers.fused_attention import FUSED_CLASSES
 from spacy_pairatt.provenance import provenance
 
@@ -245,9 +245,7 @@ def main() -> None:
     if torch.cuda.is_available() and args.gpu_id >= 0:
         result["machine"]["gpu_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     result["provenance"] = provenance(seed=0)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=2) + "\n", encoding="utf8")
-    print(json.dumps(result, indent=2))
+    print(write_json(args.output, result))
 
 
 if __name__ == "__main__":

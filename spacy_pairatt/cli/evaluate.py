@@ -8,7 +8,7 @@ from .parse import at_least_one
 
 
 def evaluate(args) -> None:
-    from ..evaluation.parser_eval import evaluate_pipeline, write_json
+    from ..evaluation.parser_eval import evaluate_pipeline, report_json
 
     if args.gpu_id >= 0:
         import spacy
@@ -18,25 +18,25 @@ def evaluate(args) -> None:
         result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder, without=args.without)
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt evaluate: error: {error}") from error
-    write_json(result, args.output)
+    report_json(result, args.output)
 
 
 def evaluate_relations(args) -> None:
-    from ..evaluation.parser_eval import write_json
+    from ..evaluation.parser_eval import report_json
     from ..evaluation.relation_eval import evaluate_docred, evaluate_semeval
 
     if args.command == "semeval-evaluate":
         result = evaluate_semeval(args.model, args.data)
     else:
         result = evaluate_docred(args.model, args.tune, args.test, args.train)
-    write_json(result, args.output)
+    report_json(result, args.output)
 
 
 def relations_table(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
-    from ..evaluation.parser_eval import replace_marked_block, write_json
+    from ..evaluation.parser_eval import replace_marked_block, report_json
     from ..evaluation.relation_eval import relations_table as tabulate
 
     rows = []
@@ -52,7 +52,7 @@ def relations_table(args) -> None:
         from ..provenance import provenance
 
         results = [{"name": name, **result} for name, result in rows]
-        write_json({"results": results, "provenance": provenance()}, args.json)
+        report_json({"results": results, "provenance": provenance()}, args.json)
     if args.readme:
         readme = Path(args.readme)
         readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), "relations", text), "utf8")

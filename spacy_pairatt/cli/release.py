@@ -6,13 +6,13 @@ from pathlib import Path
 
 def docs_tables(args) -> None:
     """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
-    from ..evaluation.parser_eval import write_json
+    from ..evaluation.parser_eval import report_json
     from ..release.docs_tables import regenerate
     from ..release.footprint import measure_footprint
 
     root = Path(args.root)
     if args.measure_footprint:
-        write_json(measure_footprint(root), str(root / "results" / "footprint.json"))
+        report_json(measure_footprint(root), str(root / "results" / "footprint.json"))
     try:
         changed = regenerate(root, check=args.check)
     except ValueError as error:

@@ -3,7 +3,6 @@
 Used for pairatt_parser and for spaCy's transition parser alike, so their figures compare.
 """
 
-import json
 import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -13,6 +12,7 @@ from spacy.training import Corpus, Example
 
 from ..components.scoring import arc_counts, score_parse
 from ..core.decoding import DECODERS
+from ..json_files import json_text, write_json
 from ..provenance import model_provenance, provenance
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
@@ -113,12 +113,9 @@ def copy_gold_sentence_starts(example: Example) -> None:
         token.is_sent_start = token.i in starts or token.i == 0
 
 
-def write_json(result: Dict, path: Optional[str]) -> None:
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(text + "\n", encoding="utf8")
-    print(text)
+def report_json(result: Dict, path: Optional[str]) -> None:
+    """Print a result and, where `path` is given, write it there."""
+    print(write_json(path, result, sort_keys=True) if path else json_text(result, sort_keys=True))
 
 
 def percent(value) -> str:

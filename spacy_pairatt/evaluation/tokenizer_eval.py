@@ -13,7 +13,6 @@ ranked, into results/tokenizer_ewt.{json,md}.
 """
 
 import io
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -26,6 +25,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..components.tokenizer import RULES, ud_english_tokenizer
+from ..json_files import write_json
 from ..parse_files.files import OutputTarget, open_input
 from ..parse_files.parsing import parse_stream
 from .ud_eval import document_texts, evaluate
@@ -275,8 +275,7 @@ def write_tokenizer_results(result: Dict, output_json: str, output_md: Optional[
     from ..provenance import provenance
 
     result = {**result, "provenance": provenance()}
-    Path(output_json).parent.mkdir(parents=True, exist_ok=True)
-    Path(output_json).write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf8")
+    write_json(output_json, result)
     if output_md:
         Path(output_md).parent.mkdir(parents=True, exist_ok=True)
         Path(output_md).write_text(tokenizer_report(result), encoding="utf8")

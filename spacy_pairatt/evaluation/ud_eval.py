@@ -26,13 +26,12 @@ Arrays: W words, T tokens, S sentences per file. Word heads are indices into the
 for the root.
 """
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
+from ..json_files import write_json
 from .ud_treebank import Treebank, UDEvalError, load_conllu
 
 METRICS = (
@@ -337,5 +336,4 @@ def write_results(scores: Dict[str, Score], gold_path, system_path, output, erro
     if errors is not None:
         result["errors"] = errors
     result["provenance"] = provenance()
-    Path(output).parent.mkdir(parents=True, exist_ok=True)
-    Path(output).write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf8")
+    write_json(output, result, sort_keys=True)

@@ -6,7 +6,6 @@ training), so spaCy's model-best is chosen on dev as the row is scored; `ft:emb+
 `ft:emb+att` model decoded with MST instead, so the MST comparison is on the same weights.
 """
 
-import json
 import shlex
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..json_files import write_json
 from ..provenance import code_version, provenance
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
@@ -156,7 +156,7 @@ def run_ablation(
     model-best on dev and on test once, into `results_dir`/{training}_train.json and {key}_{split}.json,
     with test's per-document arc counts in {key}_test_arcs.json. `train_models=False` re-scores
     models trained before (after a change to the scoring, say) without training again."""
-    from ..evaluation.parser_eval import evaluate_pipeline, write_json
+    from ..evaluation.parser_eval import evaluate_pipeline, report_json
 
     selected = select_rows(rows)
     if adapted_encoder and not Path(adapted_encoder).is_dir():
@@ -188,7 +188,7 @@ def run_ablation(
             "model": str(Path(training_dir) / training / "model-best"),
             "provenance": provenance(seed=seed, started=started, code=code),
         }
-        (results / f"{training}_train.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+        write_json(results / f"{training}_train.json", record)
     for row in selected:
         model = Path(training_dir) / row.training / "model-best"
         if not model.is_dir():
@@ -196,13 +196,8 @@ def run_ablation(
         for split, data in (("dev", dev), ("test", test)):
             result = evaluate_pipeline(str(model), data, decoder=row.decoder, per_document=split == "test")
             if split == "test":
-                arcs_path = results / f"{row.key}_test_arcs.json"
-                arcs_path.write_text(json.dumps(result.pop("arc_counts"), separators=(",", ":")) + "\n", "utf8")
-            write_json(result, str(results / f"{row.key}_{split}.json"))
-
-
-def read_json(path: Path) -> Optional[Dict]:
-    return json.loads(path.read_text(encoding="utf8")) if path.exists() else None
+                write_json(results / f"{row.key}_test_arcs.json", result.pop("arc_counts"), compact=True)
+            report_json(result, str(results / f"{row.key}_{split}.json"))
 
 
 def split_scores(result: Optional[Dict], labelled: bool) -> Optional[Dict]:

@@ -2,13 +2,13 @@
 the paper claims with paired-bootstrap intervals, the spread over training seeds, as markdown and JSON
 (docs/ablation.md). The rows and their training: ablation.py."""
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..json_files import read_json, write_json
 from ..provenance import provenance
-from .ablation import DATASETS, METRICS, ROWS, ROWS_BY_KEY, Dataset, read_json, split_scores
+from .ablation import DATASETS, METRICS, ROWS, ROWS_BY_KEY, Dataset, split_scores
 from .bootstrap import paired_bootstrap
 
 PAPER = "Meng et al. 2019, Table 1: BERT-base, full PTB (Stanford dependencies), UAS/LAS without punctuation"
@@ -301,7 +301,8 @@ def write_table_files(
 ) -> None:
     """A study table's markdown and its JSON (with provenance) to the paths given (None: not written)."""
     table["provenance"] = provenance(seed=bootstrap_seed)
-    for path, content in ((output, markdown), (json_output, json.dumps(table, indent=2) + "\n")):
-        if path:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(content, encoding="utf8")
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(markdown, encoding="utf8")
+    if json_output:
+        write_json(json_output, table)

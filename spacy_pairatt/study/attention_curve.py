@@ -24,8 +24,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..json_files import read_json, write_json
 from ..provenance import code_fingerprint, provenance
-from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, read_json, run_training, split_scores
+from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, run_training, split_scores
 from .ablation import train_command as ablation_train_command
 
 # The paths whose contents make an earlier run's results stale when they change (`--reuse same-code`).
@@ -184,7 +185,7 @@ def write_subsets(source: str, out_dir: str, sizes: Sequence[int], seeds: Sequen
         "subsets": subsets,
         "provenance": provenance(),
     }
-    (out / "subsets.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf8")
+    write_json(out / "subsets.json", manifest)
     return manifest
 
 
@@ -290,8 +291,7 @@ def train_run(run: Run, setup: Setup) -> Dict:
         "code_sha256": fingerprint, "trainings_at_once": setup.jobs,
         "provenance": provenance(seed=run.seed, started=started, code=code),
     }  # fmt: skip
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    write_json(path, record)
     return record
 
 
@@ -304,7 +304,7 @@ def dev_scores(model: str, task: Task) -> Dict[str, Optional[float]]:
 
 def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     """Score one trained run on each test set once; returns {domain: scores in percent}."""
-    from ..evaluation.parser_eval import evaluate_pipeline, write_json
+    from ..evaluation.parser_eval import evaluate_pipeline, report_json
     from ..evaluation.relation_eval import evaluate_semeval
 
     evaluations = Path(setup.results_dir) / "evaluations"
@@ -318,11 +318,10 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
         else:
             result = evaluate_pipeline(training["model"], data, per_document=True)
             arcs = evaluations / f"{run.run_id}_{domain}_arcs.json"
-            evaluations.mkdir(parents=True, exist_ok=True)
-            arcs.write_text(json.dumps(result.pop("arc_counts"), separators=(",", ":")) + "\n", encoding="utf8")
+            write_json(arcs, result.pop("arc_counts"), compact=True)
             labelled = DOMAINS[domain].labelled if domain in DOMAINS else True
             scores[domain] = {**split_scores(result, labelled), "arcs": str(arcs.relative_to(setup.results_dir))}
-        write_json(result, str(output))
+        report_json(result, str(output))
         scores[domain]["evaluation"] = str(output.relative_to(setup.results_dir))
     return scores
 
@@ -331,8 +330,7 @@ def write_labels(setup: Setup, run_id: str, domain: str, labels: Dict[str, List[
     """Each test sentence's gold and predicted SemEval label, for the paired bootstrap of macro-F1,
     into evaluations/{run_id}_{domain}_labels.json; returns that path relative to the results."""
     path = Path(setup.results_dir) / "evaluations" / f"{run_id}_{domain}_labels.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(labels, separators=(",", ":")) + "\n", encoding="utf8")
+    write_json(path, labels, compact=True)
     return str(path.relative_to(setup.results_dir))
 
 
@@ -387,7 +385,7 @@ def run_curve(runs: Sequence[Run], setup: Setup) -> List[Dict]:
             continue
         print(f"{run.run_id}: results reused ({path})")
         if run.task == "relations" and add_relation_labels(record, setup):
-            path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+            write_json(path, record)
             print(f"{run.run_id}: per-sentence labels added ({path})")
         records[run.run_id] = record
     with ThreadPoolExecutor(max_workers=setup.jobs) as pool:
@@ -423,8 +421,7 @@ def score_and_write(run: Run, training: Dict, started: float, setup: Setup, fing
         "provenance": provenance(seed=run.seed, started=started),
     }
     path = setup.run_record(run)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf8")
+    write_json(path, record)
     print(f"{run.run_id}: done ({path})", flush=True)
     return record
 

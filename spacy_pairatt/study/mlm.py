@@ -12,7 +12,6 @@ gets a new head: its transform (dense + LayerNorm) and output bias start at rand
 decoder is tied to the word embeddings, so only the transform is new. `load_masked_lm` says so.
 """
 
-import json
 import random
 import time
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import spacy
 from spacy.tokens import Doc, DocBin
 
+from ..json_files import write_json
 from ..parse_files.reading import comment_parts, numbered_lines, read_conllu, read_text
 
 MLM_PROBABILITY = 0.15
@@ -235,7 +235,7 @@ def adapt_encoder(
         "losses": losses,
     }
     save_encoder(model, encoder, tokenizer, output)
-    (output / ADAPTATION_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf8")
+    write_json(output / ADAPTATION_FILE, summary)
     return summary
 
 

@@ -1,10 +1,10 @@
 """The probe's report: results/probe.json and results/probe.md (docs/probing.md)."""
 
-import json
 import os
 from pathlib import Path
 from typing import Dict, Optional
 
+from ..json_files import write_json
 from ..provenance import library_versions, provenance
 
 # Marked blocks of results/probe.md that `visualize attention|relation --report` fill in.
@@ -96,7 +96,7 @@ def write_probe_report(
     markdown = probe_markdown(result, command, link)
     result = {**result, "provenance": provenance(seed=result.get("settings", {}).get("seed"), command=command)}
     result["provenance"]["versions"].update(library_versions(("lightgbm",)))
-    for path, text in ((Path(json_path), json.dumps(result, indent=2) + "\n"), (Path(markdown_path), markdown)):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf8")
+    write_json(json_path, result)
+    Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(markdown_path).write_text(markdown, encoding="utf8")
     return markdown
