@@ -2,12 +2,13 @@
 provenance's date, else the date git committed it, with "no provenance recorded"), and **stale** when
 code that changes such results came after (`CODE_CHANGES`, kept by hand)."""
 
-import json
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Dict, FrozenSet, Optional, Sequence, Tuple
+
+from ..json_files import read_json
 
 
 @dataclass(frozen=True)
@@ -116,8 +117,7 @@ class Results:
 
     def json(self, path: str) -> Optional[Dict]:
         if path not in self._json:
-            file = self.root / path
-            self._json[path] = json.loads(file.read_text(encoding="utf8")) if file.exists() else None
+            self._json[path] = read_json(self.root / path)
         return self._json[path]
 
     def made(self, path: str, kind: str) -> Made:
