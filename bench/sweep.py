@@ -1,16 +1,19 @@
-"""Dev scores of a training config at several learning rates: the sweep behind the default rate.
+"""Dev scores of a training config at several values of one setting: the sweeps behind its defaults.
 
-Each rate trains the config as it is with `--training.optimizer.learn_rate.initial_rate RATE` (same
-seed, steps, schedule shape and data), `--parallel` of them at once (on a GPU the runs are bound by
-the host, so several share it well). spaCy's own evaluation rows (dev UAS/LAS at every
-`eval_frequency` steps) are read from each run's log; model-best is the row with the highest UAS + LAS.
-Test data is not read: the sweep only chooses.
+Each value trains the config as it is with `--SETTING VALUE` (same seed, steps, schedule and data;
+the learning rate by default, or e.g. `components.pairatt_parser.model.scorer.label_width`),
+`--parallel` of them at once (on a GPU the runs are bound by the host, so several share it well).
+spaCy's own evaluation rows (dev UAS/LAS at every `eval_frequency` steps) are read from each run's
+log; model-best is the row with the highest UAS + LAS. Test data is not read: the sweep only chooses.
 
-    python bench/lr_sweep.py --rates 1e-4 2e-4 3e-4 5e-4 8e-4 --gpu-id 0 --parallel 5
+    python bench/sweep.py --values 1e-4 2e-4 3e-4 5e-4 8e-4 --gpu-id 0 --parallel 5
+    python bench/sweep.py --setting components.pairatt_parser.model.scorer.label_width --values 32 64 128 \
+        --gpu-id 0 --parallel 3 --results results/gpu/label_width_sweep
 
-writes RESULTS/lr_{rate}.log, RESULTS.json and RESULTS.md (default results/gpu/lr_sweep).
---from-logs DIR tables runs made elsewhere (logs named lr_{rate}.log) with --commit and --versions-from
-naming the code and libraries they ran with, and --started/--ended (Unix seconds) when they ran.
+writes RESULTS/{name}_{value}.log (name: `lr` for the learning rate, else the setting's last part),
+RESULTS.json and RESULTS.md (default results/gpu/lr_sweep). --from-logs DIR tables runs made
+elsewhere (logs named as above) with --commit and --versions-from naming the code and libraries they
+ran with, and --started/--ended (Unix seconds) when they ran.
 """
 
 import argparse
@@ -35,10 +38,17 @@ from spacy_pairatt.provenance import command_line, provenance  # noqa: E402
 EVAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+((?:[\d.]+\s+)+)([\d.]+)\s*$")
 
 
-def train_command(config: str, rate: str, output: Path, gpu_id: int) -> List[str]:
-    override = "--training.optimizer.learn_rate.initial_rate"
+LEARN_RATE = "training.optimizer.learn_rate.initial_rate"
+
+
+def run_name(setting: str, value: str) -> str:
+    """The file stem of one run's log and trained pipeline: `lr_3e-4`, `label_width_64`."""
+    return f"{'lr' if setting == LEARN_RATE else setting.rsplit('.', 1)[-1]}_{value}"
+
+
+def train_command(config: str, setting: str, value: str, output: Path, gpu_id: int) -> List[str]:
     return [sys.executable, "-m", "spacy", "train", config, "--output", str(output), "--gpu-id", str(gpu_id),
-            override, rate]  # fmt: skip
+            f"--{setting}", value]  # fmt: skip
 
 
 def eval_rows(log: str, columns: List[str]) -> List[Dict]:
@@ -67,69 +77,77 @@ def score_columns(log: str) -> List[str]:
     raise SystemExit("no header row (E  #  ...  SCORE) in the training log")
 
 
-def table(rates: List[str], logs: Dict[str, str]) -> List[Dict]:
+def table(values: List[str], logs: Dict[str, str]) -> List[Dict]:
     runs = []
-    for rate in rates:
-        columns = score_columns(logs[rate])
+    for value in values:
+        columns = score_columns(logs[value])
         if not {"dep_uas", "dep_las"} <= set(columns):
             raise SystemExit(
-                f"the log at rate {rate} has no DEP_UAS and DEP_LAS columns: the sweep chooses by a parser's dev scores"
+                f"the log at {value} has no DEP_UAS and DEP_LAS columns: the sweep chooses by a parser's dev scores"
             )
-        rows = eval_rows(logs[rate], columns)
+        rows = eval_rows(logs[value], columns)
         # The log rounds SCORE to two digits; the config weighs UAS and LAS equally, so their sum at the
         # logged precision orders the evaluations, the later one winning a tie.
         best = max(rows, key=lambda row: (round(row["dep_uas"] + row["dep_las"], 2), row["step"]))
-        runs.append({"rate": float(rate), "rows": rows, "best": best, "last": rows[-1]})
+        runs.append({"value": value, "rows": rows, "best": best, "last": rows[-1]})
     return runs
 
 
 def markdown(record: Dict) -> str:
     prov = record["provenance"]
     lines = [
-        f"# Learning-rate sweep of {record['config']} (python bench/lr_sweep.py)",
+        f"# Sweep of `{record['setting']}` in {record['config']} (python bench/sweep.py)",
         "",
         f"EWT dev UAS/LAS as spaCy's training log gives them; seed {prov['seed']}; "
         f"commit {(prov['code']['commit'] or '?')[:8]}; {record['device']}; {prov['created']}. "
         "model-best: the evaluation with the highest UAS + LAS (the config's score weights). Test data not read.",
         "",
-        "| initial rate | " + " | ".join(f"LAS @{row['step']}" for row in record["runs"][0]["rows"][1:])
+        f"| {record['setting'].rsplit('.', 1)[-1]} | "
+        + " | ".join(f"LAS @{row['step']}" for row in record["runs"][0]["rows"][1:])
         + " | model-best UAS | model-best LAS |",
         "|---" * (len(record["runs"][0]["rows"]) + 2) + "|",
     ]  # fmt: skip
-    best_rate = max(record["runs"], key=lambda run: run["best"]["dep_uas"] + run["best"]["dep_las"])["rate"]
+    best = max(record["runs"], key=lambda run: run["best"]["dep_uas"] + run["best"]["dep_las"])["value"]
     for run in record["runs"]:
         las = " | ".join(f"{row['dep_las']:.2f}" for row in run["rows"][1:])
-        mark = " (chosen)" if run["rate"] == best_rate else ""
-        lines.append(f"| {run['rate']:g}{mark} | {las} | {run['best']['dep_uas']:.2f} | {run['best']['dep_las']:.2f} |")
+        mark = " (best on dev)" if run["value"] == best else ""
+        lines.append(f"| {run['value']}{mark} | {las} | {run['best']['dep_uas']:.2f} | {run['best']['dep_las']:.2f} |")
     return "\n".join(lines) + "\n"
 
 
+def command_of(args, value: str) -> List[str]:
+    output = Path(args.output_dir) / run_name(args.setting, value)
+    return train_command(args.config, args.setting, value, output, args.gpu_id)
+
+
 def run_sweep(args, results: Path) -> Dict[str, str]:
-    """Train every rate, `args.parallel` at a time; each run's output goes to results/lr_{rate}.log."""
-    pending = list(args.rates)
+    """Train every value, `args.parallel` at a time; each run's output goes to results/{run_name}.log."""
+    logs = {value: results / f"{run_name(args.setting, value)}.log" for value in args.values}
+    pending = list(args.values)
     running = []
     while pending or running:
         while pending and len(running) < args.parallel:
-            rate = pending.pop(0)
-            log = (results / f"lr_{rate}.log").open("w", encoding="utf8")
-            command = train_command(args.config, rate, Path(args.output_dir) / f"lr_{rate}", args.gpu_id)
-            running.append((rate, subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), log))
+            value = pending.pop(0)
+            log = logs[value].open("w", encoding="utf8")
+            process = subprocess.Popen(command_of(args, value), stdout=log, stderr=subprocess.STDOUT)
+            running.append((value, process, log))
         time.sleep(2)
         for item in [item for item in running if item[1].poll() is not None]:
             running.remove(item)
             item[2].close()
             if item[1].returncode != 0:
-                raise SystemExit(f"training at rate {item[0]} failed: see {results / f'lr_{item[0]}.log'}")
-    return {rate: (results / f"lr_{rate}.log").read_text(encoding="utf8") for rate in args.rates}
+                raise SystemExit(f"training at {args.setting} = {item[0]} failed: see {logs[item[0]]}")
+    return {value: path.read_text(encoding="utf8") for value, path in logs.items()}
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/parser_minilm.cfg")
-    parser.add_argument("--rates", nargs="+", required=True, help="as the config writes them, e.g. 3e-4")
+    parser.add_argument("--setting", default=LEARN_RATE, help="a config path, as spaCy's overrides name it")
+    parser.add_argument("--values", nargs="+", required=True, help="as the config writes them, e.g. 3e-4 or 64")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--parallel", type=int, default=1)
-    parser.add_argument("--output-dir", default="training/lr_sweep", help="the trained pipelines")
+    parser.add_argument("--output-dir", default="training/sweep", help="the trained pipelines")
     parser.add_argument("--results", default="results/gpu/lr_sweep")
     parser.add_argument("--device", default=None, help="the machine, in words (default: CPU or the GPU's name)")
     parser.add_argument("--from-logs", default=None, help="table logs made elsewhere instead of training")
@@ -144,12 +162,13 @@ def main(argv=None) -> None:
     if args.from_logs:
         if not (args.commit and args.versions_from and args.started and args.ended):
             raise SystemExit("--from-logs needs --commit, --versions-from, --started and --ended")
-        logs = {rate: (Path(args.from_logs) / f"lr_{rate}.log").read_text(encoding="utf8") for rate in args.rates}
-        for rate, log in logs.items():
-            (results / f"lr_{rate}.log").write_text(log, encoding="utf8")
+        names = {value: f"{run_name(args.setting, value)}.log" for value in args.values}
+        logs = {value: (Path(args.from_logs) / name).read_text(encoding="utf8") for value, name in names.items()}
+        for value, log in logs.items():
+            (results / names[value]).write_text(log, encoding="utf8")
     else:
         logs = run_sweep(args, results)
-    record = {"config": args.config, "rates": args.rates, "runs": table(args.rates, logs)}
+    record = {"config": args.config, "setting": args.setting, "values": args.values, "runs": table(args.values, logs)}
     seed = spacy.util.load_config(args.config)["system"]["seed"]  # every run keeps the config's seed
     record["provenance"] = provenance(seed=seed, started=started, command=command_line())
     if args.from_logs:
@@ -164,12 +183,7 @@ def main(argv=None) -> None:
         for key in ("cores", "cpu_count", "torch_threads", "cuda"):  # this machine's, not the runs'
             record["provenance"].pop(key, None)
     record["device"] = args.device or ("GPU" if args.gpu_id >= 0 else "CPU")
-    record["commands"] = {
-        rate: shlex.join(
-            ["python", *train_command(args.config, rate, Path(args.output_dir) / f"lr_{rate}", args.gpu_id)[1:]]
-        )
-        for rate in args.rates
-    }
+    record["commands"] = {value: shlex.join(["python", *command_of(args, value)[1:]]) for value in args.values}
     write_json(f"{results}.json", record)
     Path(f"{results}.md").write_text(markdown(record), encoding="utf8")
     print(markdown(record))
