@@ -272,10 +272,13 @@ def test_runs_table_says_where_each_run_trained():
     assert training_device({**record(0, 16), "trainings_at_once": 8}) == "GPU, 8 at once"
 
 
-def test_verdict_needs_the_whole_interval_above_zero():
-    assert verdict({"low": 0.01, "high": 2}) == "holds"
-    assert verdict({"low": 0.0, "high": 2}) == "not shown"
-    assert verdict({"low": -2, "high": -0.1}) == "reversed"
+def test_verdict_needs_the_whole_interval_above_zero_and_names_a_single_seed():
+    assert verdict({"low": 0.01, "high": 2}, 3) == "holds"
+    assert verdict({"low": 0.0, "high": 2}, 3) == "not shown"
+    assert verdict({"low": -2, "high": -0.1}, 3) == "reversed"
+    assert verdict({"low": 0.01, "high": 2}, 1) == "holds (one seed)"
+    assert verdict({"low": -2, "high": -0.1}, 1) == "reversed (one seed)"
+    assert verdict({"low": -2, "high": 2}, 1) == "not shown"
 
 
 def test_markdown_json_and_picture_from_the_run_files(synthetic_runs, tmp_path):

@@ -67,13 +67,14 @@ def point_order(item: Tuple[Tuple, Dict]) -> Tuple:
     return dataset, n_train, domain, METRIC_ORDER.get(metric, 2), ROW_ORDER.get(row, len(ROW_ORDER))
 
 
-def verdict(interval: Dict) -> str:
-    """`holds` only when the whole 95% interval lies above 0."""
-    if interval["low"] > 0:
-        return "holds"
-    if interval["high"] < 0:
-        return "reversed"
-    return "not shown"
+def verdict(interval: Dict, n_seeds: int) -> str:
+    """`holds` only when the whole 95% interval lies above 0, `reversed` when below.
+
+    The interval covers the test set's sampling with the trained models fixed, not training seeds,
+    whose spread at one size is as large as the differences here; a verdict on one seed says so.
+    """
+    word = "holds" if interval["low"] > 0 else "reversed" if interval["high"] < 0 else "not shown"
+    return f"{word} (one seed)" if n_seeds == 1 and word != "not shown" else word
 
 
 def comparisons(records: Sequence[Dict], results_dir: Path, n_resamples: int = N_RESAMPLES) -> List[Dict]:
@@ -115,7 +116,7 @@ def compare(pairs: Sequence[Tuple[Dict, Dict]], domain: str, metric: str, result
             [pair[0] for pair in arcs], [pair[1] for pair in arcs], metric, n_resamples, BOOTSTRAP_SEED
         )
         entry["bootstrap"] = {key: interval[key] for key in ("low", "high", "p_not_better", "n_resamples", "n_docs")}
-        entry["verdict"] = verdict(interval)
+        entry["verdict"] = verdict(interval, len(pairs))
         entry["at_least_one_point"] = interval["low"] > 0 and entry["pooled"] >= 1.0
     else:
         entry["verdict"] = "no interval (arc counts missing)"
@@ -162,7 +163,7 @@ def relation_rows(records: Sequence[Dict], results_dir: Path, n_resamples: int =
                 entry["att_minus_emb"]["bootstrap"] = {
                     key: interval[key] for key in ("low", "high", "p_not_better", "n_resamples", "n_docs")
                 }
-                entry["att_minus_emb"]["verdict"] = verdict(interval)
+                entry["att_minus_emb"]["verdict"] = verdict(interval, len(shared))
         rows.append(entry)
     return rows
 
@@ -267,7 +268,8 @@ def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
         f"({bootstrap['n_resamples']:,} resamples, seed {bootstrap['seed']}), one draw of sentences for every seed "
         "and both rows, pooled across seeds. It measures the test set's sampling with the trained models fixed; the "
         "spread over seeds is in the by-seed column. `holds`: the interval lies above 0; `reversed`: below 0; "
-        "`not shown`: it spans 0. ≥1: the issue's goal (pooled ≥ +1.0 with the interval above 0).\n",
+        "`not shown`: it spans 0; `(one seed)`: a verdict on one training seed, whose interval says nothing of the "
+        "spread over seeds. ≥1: the issue's goal (pooled ≥ +1.0 with the interval above 0).\n",
         "| data | sentences | comparison | test set | metric | by seed | pooled | 95% interval | p | verdict | ≥1 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
