@@ -276,8 +276,8 @@ def test_verdict_needs_the_whole_interval_above_zero_and_names_a_single_seed():
     assert verdict({"low": 0.01, "high": 2}, 3) == "holds"
     assert verdict({"low": 0.0, "high": 2}, 3) == "not shown"
     assert verdict({"low": -2, "high": -0.1}, 3) == "reversed"
-    assert verdict({"low": 0.01, "high": 2}, 1) == "holds (one seed)"
-    assert verdict({"low": -2, "high": -0.1}, 1) == "reversed (one seed)"
+    assert verdict({"low": 0.01, "high": 2}, 1) == "holds, one seed"
+    assert verdict({"low": -2, "high": -0.1}, 1) == "reversed, one seed"
     assert verdict({"low": -2, "high": 2}, 1) == "not shown"
 
 

@@ -189,7 +189,7 @@ def attention_curve_block(results: Results) -> str:
     lines = [
         (f"Parser budget: {budget}.\n\n" if budget else "")
         + "EWT test LAS, difference in points; pooled: the mean over seeds, with the paired bootstrap's 95% interval "
-        "over test sentences; `holds`: the interval lies above 0; `(one seed)`: the interval covers the test "
+        "over test sentences; `holds`: the interval lies above 0; `one seed`: the interval covers the test "
         "set's sampling, not the spread over training seeds. dev: the mean difference of spaCy's dev LAS of "
         "model-best (what the training kept).\n",
         "| sentences | steps | comparison | seeds | dev | test by seed | pooled | 95% interval | verdict |",

@@ -74,7 +74,7 @@ def verdict(interval: Dict, n_seeds: int) -> str:
     whose spread at one size is as large as the differences here; a verdict on one seed says so.
     """
     word = "holds" if interval["low"] > 0 else "reversed" if interval["high"] < 0 else "not shown"
-    return f"{word} (one seed)" if n_seeds == 1 and word != "not shown" else word
+    return f"{word}, one seed" if n_seeds == 1 and word != "not shown" else word
 
 
 def comparisons(records: Sequence[Dict], results_dir: Path, n_resamples: int = N_RESAMPLES) -> List[Dict]:
@@ -268,7 +268,7 @@ def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
         f"({bootstrap['n_resamples']:,} resamples, seed {bootstrap['seed']}), one draw of sentences for every seed "
         "and both rows, pooled across seeds. It measures the test set's sampling with the trained models fixed; the "
         "spread over seeds is in the by-seed column. `holds`: the interval lies above 0; `reversed`: below 0; "
-        "`not shown`: it spans 0; `(one seed)`: a verdict on one training seed, whose interval says nothing of the "
+        "`not shown`: it spans 0; `one seed`: a verdict on one training seed, whose interval says nothing of the "
         "spread over seeds. ≥1: the issue's goal (pooled ≥ +1.0 with the interval above 0).\n",
         "| data | sentences | comparison | test set | metric | by seed | pooled | 95% interval | p | verdict | ≥1 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
