@@ -1,17 +1,22 @@
-"""Dev scores of a training config at several values of one setting: the sweeps behind its defaults.
+"""Dev scores of a training config at several values of one or more settings: the sweeps behind its defaults.
 
 Each value trains the config as it is with `--SETTING VALUE` (same seed, steps, schedule and data;
 the learning rate by default, or e.g. `components.pairatt_parser.model.scorer.label_width`),
 `--parallel` of them at once (on a GPU the runs are bound by the host, so several share it well).
+With several settings, each value is a comma-joined tuple, one entry per setting, so that settings
+which only matter together (two widths) are swept as pairs.
 spaCy's own evaluation rows (dev UAS/LAS at every `eval_frequency` steps) are read from each run's
 log; model-best is the row with the highest UAS + LAS. Test data is not read: the sweep only chooses.
 
     python bench/sweep.py --values 1e-4 2e-4 3e-4 5e-4 8e-4 --gpu-id 0 --parallel 5
     python bench/sweep.py --setting components.pairatt_parser.model.scorer.label_width --values 32 64 128 \
         --gpu-id 0 --parallel 3 --results results/gpu/label_width_sweep
+    python bench/sweep.py --setting components.pairatt_parser.model.scorer.label_width \
+        components.pairatt_parser.model.scorer.arc_width --values 128,256 64,256 64,128 --gpu-id 0 --parallel 3
 
-writes RESULTS/{name}_{value}.log (name: `lr` for the learning rate, else the setting's last part),
-RESULTS.json and RESULTS.md (default results/gpu/lr_sweep). --from-logs DIR tables runs made
+writes RESULTS/{run name}.log (`lr_3e-4`, `label_width_64`, `label_width_64_arc_width_128`: `lr` for
+the learning rate, else each setting's last part), RESULTS.json and RESULTS.md (default
+results/gpu/lr_sweep). --from-logs DIR tables runs made
 elsewhere (logs named as above) with --commit and --versions-from naming the code and libraries they
 ran with, and --started/--ended (Unix seconds) when they ran.
 """
@@ -25,7 +30,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,14 +46,35 @@ EVAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+((?:[\d.]+\s+)+)([\d.]+)\s*$")
 LEARN_RATE = "training.optimizer.learn_rate.initial_rate"
 
 
-def run_name(setting: str, value: str) -> str:
-    """The file stem of one run's log and trained pipeline: `lr_3e-4`, `label_width_64`."""
-    return f"{'lr' if setting == LEARN_RATE else setting.rsplit('.', 1)[-1]}_{value}"
+def short_name(setting: str) -> str:
+    return "lr" if setting == LEARN_RATE else setting.rsplit(".", 1)[-1]
 
 
-def train_command(config: str, setting: str, value: str, output: Path, gpu_id: int) -> List[str]:
-    return [sys.executable, "-m", "spacy", "train", config, "--output", str(output), "--gpu-id", str(gpu_id),
-            f"--{setting}", value]  # fmt: skip
+def overrides(settings: List[str], value: str) -> List[Tuple[str, str]]:
+    """(setting, value) pairs of one sweep value: `64,128` over two settings gives two overrides."""
+    parts = value.split(",") if len(settings) > 1 else [value]
+    if len(parts) != len(settings):
+        raise SystemExit(
+            f"the value {value!r} has {len(parts)} comma-joined parts for {len(settings)} settings "
+            f"({', '.join(settings)}): give one part per setting"
+        )
+    return list(zip(settings, parts))
+
+
+def run_name(settings: List[str], value: str) -> str:
+    """The file stem of one run's log and trained pipeline: `lr_3e-4`, `label_width_64_arc_width_128`."""
+    return "_".join(f"{short_name(setting)}_{part}" for setting, part in overrides(settings, value))
+
+
+def log_name(settings: List[str], value: str) -> str:
+    return f"{run_name(settings, value)}.log"
+
+
+def train_command(config: str, settings: List[str], value: str, output: Path, gpu_id: int) -> List[str]:
+    command = [sys.executable, "-m", "spacy", "train", config, "--output", str(output), "--gpu-id", str(gpu_id)]
+    for setting, part in overrides(settings, value):
+        command += [f"--{setting}", part]
+    return command
 
 
 def eval_rows(log: str, columns: List[str]) -> List[Dict]:
@@ -96,13 +122,14 @@ def table(values: List[str], logs: Dict[str, str]) -> List[Dict]:
 def markdown(record: Dict) -> str:
     prov = record["provenance"]
     lines = [
-        f"# Sweep of `{record['setting']}` in {record['config']} (python bench/sweep.py)",
+        f"# Sweep of {', '.join(f'`{setting}`' for setting in record['settings'])} in {record['config']} "
+        "(python bench/sweep.py)",
         "",
         f"EWT dev UAS/LAS as spaCy's training log gives them; seed {prov['seed']}; "
         f"commit {(prov['code']['commit'] or '?')[:8]}; {record['device']}; {prov['created']}. "
         "model-best: the evaluation with the highest UAS + LAS (the config's score weights). Test data not read.",
         "",
-        f"| {record['setting'].rsplit('.', 1)[-1]} | "
+        f"| {' / '.join(short_name(setting) for setting in record['settings'])} | "
         + " | ".join(f"LAS @{row['step']}" for row in record["runs"][0]["rows"][1:])
         + " | model-best UAS | model-best LAS |",
         "|---" * (len(record["runs"][0]["rows"]) + 2) + "|",
@@ -116,13 +143,13 @@ def markdown(record: Dict) -> str:
 
 
 def command_of(args, value: str) -> List[str]:
-    output = Path(args.output_dir) / run_name(args.setting, value)
-    return train_command(args.config, args.setting, value, output, args.gpu_id)
+    output = Path(args.output_dir) / run_name(args.settings, value)
+    return train_command(args.config, args.settings, value, output, args.gpu_id)
 
 
 def run_sweep(args, results: Path) -> Dict[str, str]:
     """Train every value, `args.parallel` at a time; each run's output goes to results/{run_name}.log."""
-    logs = {value: results / f"{run_name(args.setting, value)}.log" for value in args.values}
+    logs = {value: results / log_name(args.settings, value) for value in args.values}
     pending = list(args.values)
     running = []
     while pending or running:
@@ -136,15 +163,17 @@ def run_sweep(args, results: Path) -> Dict[str, str]:
             running.remove(item)
             item[2].close()
             if item[1].returncode != 0:
-                raise SystemExit(f"training at {args.setting} = {item[0]} failed: see {logs[item[0]]}")
+                raise SystemExit(f"training at {', '.join(args.settings)} = {item[0]} failed: see {logs[item[0]]}")
     return {value: path.read_text(encoding="utf8") for value, path in logs.items()}
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/parser_minilm.cfg")
-    parser.add_argument("--setting", default=LEARN_RATE, help="a config path, as spaCy's overrides name it")
-    parser.add_argument("--values", nargs="+", required=True, help="as the config writes them, e.g. 3e-4 or 64")
+    parser.add_argument(
+        "--setting", dest="settings", nargs="+", default=[LEARN_RATE], help="config paths (spaCy's override names)"
+    )
+    parser.add_argument("--values", nargs="+", required=True, help="as the config writes them, e.g. 3e-4, 64 or 64,128")
     parser.add_argument("--gpu-id", type=int, default=-1)
     parser.add_argument("--parallel", type=int, default=1)
     parser.add_argument("--output-dir", default="training/sweep", help="the trained pipelines")
@@ -156,19 +185,21 @@ def main(argv=None) -> None:
     parser.add_argument("--started", type=float, default=None, help="with --from-logs: Unix seconds")
     parser.add_argument("--ended", type=float, default=None, help="with --from-logs: Unix seconds")
     args = parser.parse_args(argv)
+    for value in args.values:  # a malformed value stops the sweep before any training
+        overrides(args.settings, value)
     results = Path(args.results)
     results.mkdir(parents=True, exist_ok=True)
     started = time.time()
     if args.from_logs:
         if not (args.commit and args.versions_from and args.started and args.ended):
             raise SystemExit("--from-logs needs --commit, --versions-from, --started and --ended")
-        names = {value: f"{run_name(args.setting, value)}.log" for value in args.values}
+        names = {value: log_name(args.settings, value) for value in args.values}
         logs = {value: (Path(args.from_logs) / name).read_text(encoding="utf8") for value, name in names.items()}
         for value, log in logs.items():
             (results / names[value]).write_text(log, encoding="utf8")
     else:
         logs = run_sweep(args, results)
-    record = {"config": args.config, "setting": args.setting, "values": args.values, "runs": table(args.values, logs)}
+    record = {"config": args.config, "settings": args.settings, "values": args.values, "runs": table(args.values, logs)}
     seed = spacy.util.load_config(args.config)["system"]["seed"]  # every run keeps the config's seed
     record["provenance"] = provenance(seed=seed, started=started, command=command_line())
     if args.from_logs:

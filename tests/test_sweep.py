@@ -10,6 +10,7 @@ SPEC = importlib.util.spec_from_file_location("sweep", REPO / "bench" / "sweep.p
 sweep = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(sweep)
 
+WIDTHS = ["components.pairatt_parser.model.scorer.label_width", "components.pairatt_parser.model.scorer.arc_width"]
 HEADER = "E    #       LOSS TRANS...  LOSS PAIRA...  DEP_UAS  DEP_LAS  SENTS_F  SCORE \n---  ------  -------------\n"
 
 
@@ -48,8 +49,23 @@ def test_a_log_without_parser_scores_is_refused_by_name():
 
 
 def test_each_value_trains_the_config_with_the_setting_overridden_and_its_own_name():
-    rate = sweep.train_command("configs/parser_minilm.cfg", sweep.LEARN_RATE, "3e-4", Path("out/lr_3e-4"), -1)
+    rate = sweep.train_command("configs/parser_minilm.cfg", [sweep.LEARN_RATE], "3e-4", Path("out/lr_3e-4"), -1)
     assert rate[-2:] == ["--training.optimizer.learn_rate.initial_rate", "3e-4"]
     width = "components.pairatt_parser.model.scorer.label_width"
-    assert sweep.train_command("configs/parser_minilm.cfg", width, "64", Path("out"), 0)[-2:] == [f"--{width}", "64"]
-    assert [sweep.run_name(sweep.LEARN_RATE, "3e-4"), sweep.run_name(width, "64")] == ["lr_3e-4", "label_width_64"]
+    assert sweep.train_command("configs/parser_minilm.cfg", [width], "64", Path("out"), 0)[-2:] == [f"--{width}", "64"]
+    assert [sweep.run_name([sweep.LEARN_RATE], "3e-4"), sweep.run_name([width], "64")] == ["lr_3e-4", "label_width_64"]
+
+
+def test_a_value_over_several_settings_overrides_each_and_names_the_run_by_all():
+    settings = WIDTHS
+    command = sweep.train_command("configs/parser_minilm.cfg", settings, "64,128", Path("out"), 0)
+    assert command[-4:] == [f"--{settings[0]}", "64", f"--{settings[1]}", "128"]
+    assert sweep.log_name(settings, "64,128") == "label_width_64_arc_width_128.log"
+
+
+def test_a_value_with_the_wrong_number_of_parts_is_refused_before_any_training(tmp_path):
+    settings = WIDTHS
+    with pytest.raises(SystemExit, match="has 1 comma-joined parts for 2 settings"):
+        sweep.main(["--setting", *settings, "--values", "64,128", "64", "--output-dir", str(tmp_path / "runs"),
+                    "--results", str(tmp_path / "sweep")])  # fmt: skip
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "sweep").exists()
