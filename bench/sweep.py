@@ -119,6 +119,12 @@ def table(values: List[str], logs: Dict[str, str]) -> List[Dict]:
     return runs
 
 
+def code_state(code: Dict) -> str:
+    """The commit a run's code came from, naming the files it had changed (runs on a copied checkout)."""
+    changed = f" with uncommitted changes to {', '.join(code['dirty_paths'])}" if code.get("dirty") else ""
+    return f"{(code['commit'] or '?')[:8]}{changed}"
+
+
 def markdown(record: Dict) -> str:
     prov = record["provenance"]
     lines = [
@@ -126,7 +132,7 @@ def markdown(record: Dict) -> str:
         "(python bench/sweep.py)",
         "",
         f"EWT dev UAS/LAS as spaCy's training log gives them; seed {prov['seed']}; "
-        f"commit {(prov['code']['commit'] or '?')[:8]}; {record['device']}; {prov['created']}. "
+        f"commit {code_state(prov['code'])}; {record['device']}; {prov['created']}. "
         "model-best: the evaluation with the highest UAS + LAS (the config's score weights). Test data not read.",
         "",
         f"| {' / '.join(short_name(setting) for setting in record['settings'])} | "

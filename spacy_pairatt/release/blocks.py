@@ -5,6 +5,8 @@ from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from spacy.util import load_config
+
 from ..evaluation.parser_eval import percent, results_table
 from .results import Results, source_note
 from .ud_blocks import trained_steps
@@ -109,15 +111,20 @@ def feature_gap(results: Results, prefix: str, split: str, metric: str) -> Optio
     return None if None in scores else 100 * (scores[0] - scores[1])
 
 
-def bench_table_module(results: Results):
-    """bench/table.py of the checkout (the renderer of results/bench.md), or None outside one."""
-    path = results.root / "bench" / "table.py"
+def bench_module(results: Results, name: str):
+    """bench/{name}.py of the checkout (the renderer of its results/*.md), or None outside one."""
+    path = results.root / "bench" / f"{name}.py"
     if not path.exists():
         return None
-    spec = spec_from_file_location("pairatt_bench_table", path)
+    spec = spec_from_file_location(f"pairatt_bench_{name}", path)
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def bench_table_module(results: Results):
+    """bench/table.py, the renderer of results/bench.md."""
+    return bench_module(results, "table")
 
 
 BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
@@ -234,6 +241,33 @@ def gpu_block(results: Results) -> str:
         parts.append("\n".join(lines) + f"\n\nBench as run: `{speed['provenance']['command']}`.")
     text = "\n\n".join(parts) + "\n\n" if parts else ""
     return text + source_note(results, GPU_FILES, "python -m spacy project run bench-gpu . --vars.gpu_id 0")
+
+
+WIDTH_SWEEP_FILE = "results/gpu/width_sweep.json"
+
+
+def width_sweep_block(results: Results) -> str:
+    """bench/sweep.py over the scorer's widths (docs/performance.md): EWT dev at every evaluation, and each
+    narrower pair against the config's own, the model change that issue 15's speed bars would need."""
+    record, sweep = results.json(WIDTH_SWEEP_FILE), bench_module(results, "sweep")
+    text = ""
+    if record is not None and sweep is not None:
+        lines = sweep.markdown(record).splitlines()[2:]  # without its heading
+        scorer = load_config(results.root / record["config"])["components"]["pairatt_parser"]["model"]["scorer"]
+        names = [setting.rsplit(".", 1)[-1] for setting in record["settings"]]
+        own = ",".join(str(scorer[name]) for name in names)
+        best = {run["value"]: run["best"] for run in record["runs"]}
+        for value in (value for value in best if own in best and value != own):
+            uas, las = (best[value][score] - best[own][score] for score in ("dep_uas", "dep_las"))
+            lines.append(
+                f"\n{' / '.join(names)} {value} against the config's {own}, model-best on dev (one seed): "
+                f"UAS {uas:+.2f}, LAS {las:+.2f}."
+            )
+        commands = "; ".join(f"`{command}`" for command in record["commands"].values())
+        lines.append(f"\nDevice: {record['device']}. Trainings as run: {commands}.")
+        text = "\n".join(lines) + "\n\n"
+    command = "python bench/sweep.py --setting ... --results results/gpu/width_sweep"
+    return text + source_note(results, [(WIDTH_SWEEP_FILE, "parser")], command)
 
 
 def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List[Tuple[str, str]]:

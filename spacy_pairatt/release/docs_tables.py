@@ -27,6 +27,7 @@ from .blocks import (
     segmentation_block,
     tokenizer_block,
     training_cost_block,
+    width_sweep_block,
 )
 from .curve_blocks import attention_curve_block, attention_curve_summary_block
 from .footprint import requirements_block
@@ -45,6 +46,7 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "relations": relations_block,
     "bench": bench_block,
     "gpu": gpu_block,
+    "width-sweep": width_sweep_block,
     "training-cost": training_cost_block,
     "relations-memory": relations_memory_block,
     "ablation": ablation_block,
