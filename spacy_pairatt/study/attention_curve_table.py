@@ -269,7 +269,8 @@ def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
         "and both rows, pooled across seeds. It measures the test set's sampling with the trained models fixed; the "
         "spread over seeds is in the by-seed column. `holds`: the interval lies above 0; `reversed`: below 0; "
         "`not shown`: it spans 0; `one seed`: a verdict on one training seed, whose interval says nothing of the "
-        "spread over seeds. ≥1: the issue's goal (pooled ≥ +1.0 with the interval above 0).\n",
+        "spread over seeds. ≥1: pooled ≥ +1.0 with the interval above 0, the issue's goal where the second row is "
+        "emb (no attention).\n",
         "| data | sentences | comparison | test set | metric | by seed | pooled | 95% interval | p | verdict | ≥1 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
