@@ -1,7 +1,9 @@
 """The generated blocks of figures: each a function from the results files to markdown ending in its
 source note. Figures are rounded once, here, when printed."""
 
+from functools import reduce
 from importlib.util import module_from_spec, spec_from_file_location
+from operator import getitem
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -253,14 +255,15 @@ def width_sweep_block(results: Results) -> str:
     text = ""
     if record is not None and sweep is not None:
         lines = sweep.markdown(record).splitlines()[2:]  # without its heading
-        scorer = load_config(results.root / record["config"])["components"]["pairatt_parser"]["model"]["scorer"]
-        names = [setting.rsplit(".", 1)[-1] for setting in record["settings"]]
-        own = ",".join(str(scorer[name]) for name in names)
+        config = load_config(results.root / record["config"])
+        own = ",".join(str(reduce(getitem, setting.split("."), config)) for setting in record["settings"])
+        names = " / ".join(sweep.short_name(setting) for setting in record["settings"])
         best = {run["value"]: run["best"] for run in record["runs"]}
-        for value in (value for value in best if own in best and value != own):
+        others = [value for value in best if value != own] if own in best else []
+        for value in others:
             uas, las = (best[value][score] - best[own][score] for score in ("dep_uas", "dep_las"))
             lines.append(
-                f"\n{' / '.join(names)} {value} against the config's {own}, model-best on dev (one seed): "
+                f"\n{names} {value} against the config's {own}, model-best on dev (one seed): "
                 f"UAS {uas:+.2f}, LAS {las:+.2f}."
             )
         commands = "; ".join(f"`{command}`" for command in record["commands"].values())
