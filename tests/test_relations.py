@@ -185,6 +185,24 @@ def test_semeval_evaluation_and_table_from_a_saved_pipeline(trained, semeval_doc
     assert f"| tiny | emb+att | {tmp_path / 'data.spacy'} | {macro_f1:.1f} |" in table
 
 
+def test_evaluation_drops_the_attention_maps_and_keeps_the_relations(trained, semeval_docs):
+    """The Docs an evaluation keeps for scoring hold no attention maps, and the same relations."""
+    from spacy_pairatt.evaluation.parser_eval import predict_examples
+
+    nlp, _, _ = trained
+    docs = semeval_docs[:4]
+    piped = list(nlp.pipe(with_candidate_spans(doc, "ents") for doc in docs))
+    assert all("attentions" in doc._.trf_data.model_output for doc in piped)
+    examples = given_entities(nlp, docs)
+    predict_examples(nlp, examples, batch_size=2)
+    for example, doc in zip(examples, piped):
+        output = example.predicted._.trf_data.model_output
+        assert "attentions" not in output and "last_hidden_state" in output
+        assert [(r.head, r.tail, r.label) for r in example.predicted._.relations] == [
+            (r.head, r.tail, r.label) for r in doc._.relations
+        ]
+
+
 LABELS = ("born_in", "located_in")
 
 

@@ -10,6 +10,7 @@ from typing import Dict, List, Optional, Sequence
 import spacy
 from spacy.training import Corpus, Example
 
+from ..components.attention_release import AttentionRelease
 from ..components.scoring import arc_counts, score_parse
 from ..core.decoding import DECODERS
 from ..json_files import json_text, write_json
@@ -96,9 +97,15 @@ def set_decoder(nlp: spacy.Language, decoder: str) -> None:
 
 
 def predict_examples(nlp: spacy.Language, examples: List[Example], batch_size: int = 64) -> float:
-    """Run the pipeline over the examples' predicted Docs in place; returns the seconds it took."""
+    """Run the pipeline over the examples' predicted Docs in place; returns the seconds it took.
+
+    Every Doc is kept until it is scored, and no score reads the attention maps, which take
+    megabytes per transformer window (gigabytes over Re-DocRED's test documents): each Doc leaves the
+    pipeline without them, as after `pairatt_release_attention` (a no-op where the pipeline has one).
+    """
+    release = AttentionRelease()
     start = time.perf_counter()
-    docs = list(nlp.pipe((eg.predicted for eg in examples), batch_size=batch_size))
+    docs = [release(doc) for doc in nlp.pipe((eg.predicted for eg in examples), batch_size=batch_size)]
     seconds = time.perf_counter() - start
     for example, doc in zip(examples, docs):
         example.predicted = doc
