@@ -122,6 +122,11 @@ def shown_entries(table: Dict, domain: str = "ewt", metric: str = "las") -> List
     return sorted(entries, key=lambda e: (e["dataset"], e["n_train"], order[(e["better"], e["worse"])]))
 
 
+def comparison_entries(entries: Sequence[Dict], better: str, worse: str) -> List[Dict]:
+    """The entries of one comparison (row `better` minus row `worse`), in their order."""
+    return [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
+
+
 def dev_difference(entry: Dict, records: Dict[str, Dict]) -> Optional[float]:
     """Mean over the entry's seeds of the better row's dev LAS (spaCy's, of model-best) minus the worse's."""
     differences = []
@@ -157,7 +162,7 @@ def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
         return f"The issue's goal, {bar}: reached by {where}."
     best = []
     for better, worse in ATTENTION_GAINS:
-        mine = [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
+        mine = comparison_entries(entries, better, worse)
         if mine:
             top = max(mine, key=lambda e: e["pooled"])
             best.append(f"{top['comparison']} {top['pooled']:+.2f} at {top['n_train']:,} sentences ({top['verdict']})")
@@ -234,7 +239,7 @@ def attention_curve_summary_block(results: Results) -> str:
     entries = shown_entries(table)
     parts = []
     for better, worse in ATTENTION_GAINS:
-        mine = [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
+        mine = comparison_entries(entries, better, worse)
         if mine:
             gains = ", ".join(f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" for e in mine)
             parts.append(f"{mine[0]['comparison']}: {gains}")

@@ -3,7 +3,7 @@
 from typing import Callable, List, Tuple
 
 from ..evaluation.parser_eval import percent
-from .curve_blocks import CURVE_JSON, shown_entries
+from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
 from .results import Results
 from .ud_blocks import LEMMAS_BAR, SENTENCE_F_BAR, UD_PIPELINE_DEV_DOCS, against_bar, ud_pipeline_file
 
@@ -54,7 +54,7 @@ def attention_gradient_limit(results: Results) -> str:
     from ..study.attention_curve_table import sentences  # as curve_blocks does: the study modules load late
 
     table = results.json(CURVE_JSON)
-    entries = [e for e in shown_entries(table) if (e["better"], e["worse"]) == ("ftatt", "att")] if table else []
+    entries = comparison_entries(shown_entries(table), "ftatt", "att") if table else []
     measured = ""
     if entries:
         gains = "; ".join(
