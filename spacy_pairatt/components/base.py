@@ -13,7 +13,6 @@ from thinc.api import Config
 from ..core.features import MissingAttentionError
 from ..core.validation import ATTENTION_CONFIG_HINT
 from .forking import single_threaded_torch_after_fork
-from .memory import limit_heap_fragmentation
 
 
 def default_model(architecture: str, scorer: str) -> Config:
@@ -36,8 +35,12 @@ upstream = "*"
 
 
 def prepare_process() -> None:
-    """What a process running these components needs: flat memory, fork-safe torch (n_process)."""
-    limit_heap_fragmentation()
+    """What a process running these components needs: fork-safe torch (n_process).
+
+    malloc is left as it is: glibc's mmap and trim thresholds fixed at 128 KB made every array over
+    that size a fresh mmap, faulted in page by page, and the encoder spent a third of its time in the
+    kernel (docs/performance.md#memory).
+    """
     single_threaded_torch_after_fork()
 
 

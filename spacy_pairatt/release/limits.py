@@ -156,10 +156,6 @@ LIMITS: Tuple[Callable[..., str], ...] = (
         "further apart than the overlap share no window and get zero attention plus an indicator."
     ),
     lambda results: (
-        "Creating a `pairatt_parser` fixes glibc's malloc mmap and trim thresholds for the whole process "
-        "(`spacy_pairatt/components/memory.py`): the batch-shaped feature arrays otherwise fragment the heap."
-    ),
-    lambda results: (
         "A saved pipeline whose encoder sits in spacy-transformers' stock `transformer` component loads with "
         "SDPA attention, which warns and falls back to the manual attention to return the weights (parses are "
         "the same); `pairatt_transformer` rebuilds the encoder with the `attn_implementation` its config names."
