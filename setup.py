@@ -83,6 +83,9 @@ setup(
         "spacy_readers": [
             "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
         ],
+        "spacy_callbacks": [
+            "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.components.memory:make_training_heap_bound",
+        ],
         "spacy_misc": [
             "spacy-pairatt.minilm_path.v1 = spacy_pairatt.core.encoders:make_minilm_path",
         ],

@@ -52,14 +52,20 @@ def build_pipeline(
     head: Optional[str] = None,
     n_init: int = 400,
     transformer_factory: Optional[str] = None,
+    training: bool = False,
 ) -> Language:
     """A pipeline from configs/<config_name>.cfg, initialised on the first `n_init` training sentences.
 
     head="tagger" swaps the config's parser for a tagger on the same transformer (the
     training-step reference); transformer_factory replaces the transformer's factory
     ("transformer" or "pairatt_transformer": same model and weights, different batching).
+    training: the process goes on to train, so the config's `before_init` (the training heap bound,
+    `spacy_pairatt/components/memory.py`, for the whole process) runs as in `spacy train`; otherwise
+    it is left out and the pipeline runs as a loaded one does.
     """
     config = spacy.util.load_config(CONFIGS / f"{config_name}.cfg")
+    if not training:
+        config["initialize"]["before_init"] = None
     if transformer_factory:
         config["components"]["transformer"]["factory"] = transformer_factory
     if head == "tagger":

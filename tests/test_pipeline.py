@@ -3,6 +3,7 @@
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from spacy_pairatt.core.objectives import arc_log_scores
 from spacy_pairatt.layers.fused_attention import FusedBertSelfAttention
 from spacy_pairatt.layers.pair_scorer import torch_module
 
+ROOT = Path(__file__).resolve().parents[1]
 TEXTS = [
     "The quick brown fox jumps over the lazy dog. It didn't even look back!",
     "I   saw   her   yesterday .",
@@ -166,6 +168,43 @@ def test_entry_points_work_without_importing_the_package():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "PairAttParser"
+
+
+def test_only_training_configs_bound_the_heap(trained, tmp_path):
+    """Loading and parsing leave glibc's malloc as it is (big arrays reuse the heap); the training
+    configs' before_init fixes its thresholds, after which every big array is a fresh mmap whose
+    pages fault in again. Counted in a fresh process, in minor page faults."""
+    nlp, _, _ = trained
+    nlp.to_disk(tmp_path / "pipeline")
+    code = f"""
+import resource, spacy, numpy as np
+def faults_of_big_arrays():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        np.ones(2**17)  # 1 MB (under numpy's 4 MB for huge pages), freed at once
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+nlp = spacy.load({str(tmp_path / "pipeline")!r})
+list(nlp.pipe(["The dog barked at the cat.", "It ran away."]))
+faults_of_big_arrays()
+parsing = faults_of_big_arrays()
+config = spacy.util.load_config({str(ROOT / "configs" / "parser_minilm.cfg")!r})
+bound = spacy.registry.resolve({{"bound": config["initialize"]["before_init"]}})["bound"]
+assert bound(nlp) is nlp
+print(parsing, faults_of_big_arrays())
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    parsing, training = map(int, result.stdout.split())
+    # A 1 MB array is 256 pages; reused, it faults in none.
+    assert parsing < 200 and training > 20 * 128
+
+
+def test_every_config_with_a_pairatt_component_bounds_the_heap_in_training():
+    for path in sorted((ROOT / "configs").glob("*.cfg")):
+        config = spacy.util.load_config(path)
+        factories = {component.get("factory") for component in config["components"].values()}
+        if factories & {"pairatt_parser", "pairatt_rel"}:
+            before_init = config["initialize"]["before_init"]
+            assert before_init == {"@callbacks": "spacy-pairatt.training_heap_bound.v1"}, path.name
 
 
 def test_unknown_gold_label_names_the_example(trained):

@@ -37,9 +37,7 @@ upstream = "*"
 def prepare_process() -> None:
     """What a process running these components needs: fork-safe torch (n_process).
 
-    malloc is left as it is: glibc's mmap and trim thresholds fixed at 128 KB made every array over
-    that size a fresh mmap, faulted in page by page, and the encoder spent a third of its time in the
-    kernel (docs/performance.md#memory).
+    malloc is left as it is: only training bounds the heap (`memory.py`).
     """
     single_threaded_torch_after_fork()
 
