@@ -8,7 +8,9 @@ In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc)
 (a0), (a) with Hugging Face's own eager self-attention instead of the fused one
 (`layers/fused_attention.py`), runs in the same loop: what the fused attention gains.
 Training: one `nlp.update` on 32 training sentences, pairatt_parser vs a tagger head on the same
-transformer, interleaved; median seconds per step.
+transformer, interleaved; median seconds per step. It runs last: building the tagger from its
+config bounds the process's heap as `spacy train` does (`components/memory.py`), which would slow
+everything timed after it.
 MST: the time spent in `decode_batch` while (b) parses the test set, measured by wrapping it,
 as a share of (b)'s total time and of the parser component's own time; plus a cProfile summary.
 
