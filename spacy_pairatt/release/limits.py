@@ -156,6 +156,11 @@ LIMITS: Tuple[Callable[..., str], ...] = (
         "further apart than the overlap share no window and get zero attention plus an indicator."
     ),
     lambda results: (
+        "Parsing runs on glibc's own malloc thresholds (training bounds the heap): a long `nlp.pipe` stream's "
+        "peak RSS grows more than under the bound (docs/performance.md#memory). A long-running parse process "
+        "that needs flat memory more than speed can set `MALLOC_MMAP_THRESHOLD_=131072 MALLOC_TRIM_THRESHOLD_=131072`."
+    ),
+    lambda results: (
         "A saved pipeline whose encoder sits in spacy-transformers' stock `transformer` component loads with "
         "SDPA attention, which warns and falls back to the manual attention to return the weights (parses are "
         "the same); `pairatt_transformer` rebuilds the encoder with the `attn_implementation` its config names."
