@@ -317,44 +317,46 @@ def bucket_windows(
     ]
     buckets = []
     for _, same_width in groupby(docs, key=lambda arrays: arrays[0].shape[1]):
-        for run in _memory_runs(list(same_width)):
-            buckets.append([_joined([doc[k] for doc in run]) for k in range(len(run[0]))])
+        for run, is_view in _memory_runs(list(same_width)):
+            buckets.append([_joined([doc[k] for doc in run], is_view) for k in range(len(run[0]))])
     attention = [bucket[1:] for bucket in buckets] if layers_per_doc is not None else None
     return [bucket[0] for bucket in buckets], attention
 
 
-def _follows(before, array) -> bool:
-    """Whether numpy `array` begins where `before` ends and continues it (dtype, row shape, C order)."""
-    return (
-        isinstance(before, np.ndarray)
-        and isinstance(array, np.ndarray)
-        and before.flags.c_contiguous
-        and array.flags.c_contiguous
-        and before.dtype == array.dtype
-        and before.shape[1:] == array.shape[1:]
-        and array.__array_interface__["data"][0] == before.__array_interface__["data"][0] + before.nbytes
-    )
+def _extent(array) -> Optional[Tuple[int, int, Tuple]]:
+    """(first byte, byte after the last, row layout) of a C-ordered numpy array, else None.
+
+    Read once per array: `__array_interface__` builds a dict on every access, and a batch has one
+    array per Doc and layer.
+    """
+    if not isinstance(array, np.ndarray) or not array.flags.c_contiguous:
+        return None
+    start = array.__array_interface__["data"][0]
+    return start, start + array.nbytes, (array.dtype, array.shape[1:])
 
 
-def _memory_runs(docs: List[List]) -> List[List[List]]:
-    """Docs (each its list of arrays) cut where one Doc's arrays do not all follow the previous Doc's
-    in memory; arrays other than numpy stay one run (they are copied)."""
-    if not all(isinstance(array, np.ndarray) for doc in docs for array in doc):
-        return [docs]
-    runs = [[docs[0]]]
-    for doc in docs[1:]:
-        if all(_follows(before, array) for before, array in zip(runs[-1][-1], doc)):
-            runs[-1].append(doc)
+def _memory_runs(docs: List[List]) -> List[Tuple[List[List], bool]]:
+    """Docs (each its list of arrays) cut where one Doc's arrays do not all begin where the previous
+    Doc's end in memory (with the same dtype and row shape); each run with whether its arrays can be
+    viewed as one. Arrays other than numpy stay one run, to be copied."""
+    extents = [[_extent(array) for array in doc] for doc in docs]
+    if any(extent is None for doc in extents for extent in doc):
+        return [(docs, False)]
+    runs = [([docs[0]], True)]
+    for before, after, doc in zip(extents, extents[1:], docs[1:]):
+        if all(b[1] == a[0] and b[2] == a[2] for b, a in zip(before, after)):
+            runs[-1][0].append(doc)
         else:
-            runs.append([doc])
+            runs.append(([doc], True))
     return runs
 
 
-def _joined(arrays: Sequence) -> torch.Tensor:
-    """The arrays' rows as one tensor: a view where each array follows the one before, else a copy."""
+def _joined(arrays: Sequence, is_view: bool) -> torch.Tensor:
+    """The arrays' rows as one tensor: a view over them when `is_view` (numpy arrays that follow
+    each other in memory, `_memory_runs`), else a copy."""
     if len(arrays) == 1:
         return torch.as_tensor(arrays[0])
-    if all(_follows(before, array) for before, array in zip(arrays, arrays[1:])):
+    if is_view:
         first = arrays[0]
         rows = sum(len(array) for array in arrays)
         return torch.from_numpy(np.lib.stride_tricks.as_strided(first, (rows, *first.shape[1:]), first.strides))
