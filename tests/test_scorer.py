@@ -209,6 +209,15 @@ def test_length_chunks_bound_padded_pairs():
         assert len(chunk) == 1 or len(chunk) * longest**2 <= 200
     assert chunks[0] == [3, 0, 2, 5]  # short sentences together, in length order
     assert length_chunks([], 10) == []
+    # A chunk ends before its padding would cost more than max_padding times its own pairs.
+    lengths = [2, 3, 4, 10, 11, 20]
+    for max_padding in (1.5, 2.0, 4.0):
+        chunks = length_chunks(lengths, max_pairs=10_000, max_padding=max_padding)
+        assert sorted(i for chunk in chunks for i in chunk) == list(range(6))
+        for chunk in chunks:
+            padded = len(chunk) * max(lengths[i] for i in chunk) ** 2
+            assert padded <= max_padding * sum(lengths[i] ** 2 for i in chunk)
+    assert len(length_chunks(lengths, 10_000, 4.0)) < len(length_chunks(lengths, 10_000, 1.5))
 
 
 def test_labels_on_gold_arcs_give_the_loss_and_gradients_of_scoring_every_label():
