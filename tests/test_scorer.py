@@ -94,6 +94,37 @@ def test_biaffine_arc_and_label_scores_match_their_formulas():
     assert scored.nonzero().tolist() == [[b, i] for b, i, _ in arcs_given]  # units without a head get zeros
 
 
+def test_arc_mlps_on_nonzero_rows_give_the_scores_and_gradients_of_every_row():
+    """`_arcs` runs the arc MLPs on a chunk's nonzero rows only and gives every zero row (padding, a
+    unit without wordpieces) the projection of a zero vector: the scores and the parameters'
+    gradients are those of projecting every row, and so is the gradient of every nonzero row. A zero
+    row's own gradient is dropped: it has no wordpieces to pool from, so it reaches no window."""
+    torch.manual_seed(0)
+    scorer = BiaffinePairScorer(5, 6, 3, True, False, dropout=0.0, arc_width=4, label_width=2).train()
+    for parameter in scorer.parameters():
+        torch.nn.init.normal_(parameter)
+    hidden = torch.randn(2, 4, 5)
+    hidden[0, 2] = 0.0  # a unit without wordpieces
+    hidden[1, 3] = 0.0  # padding
+    hidden.requires_grad_()
+    arcs = scorer._arcs(hidden)
+    dependent, head = scorer.projections["arc_dependent"](hidden), scorer.projections["arc_head"](hidden)
+    direct = dependent @ scorer.arc_bilinear @ head.transpose(1, 2) + scorer.arc_head_bias(head)[:, None, :, 0]
+    torch.testing.assert_close(arcs, direct)
+    assert (arcs[0, 2] != 0).all() and (arcs[1, :, 3] != 0).all()  # zero rows are scored, not left out
+    weights = torch.randn_like(arcs)
+    inputs = [hidden, *(p for name, p in scorer.named_parameters() if name.startswith(("projections.arc", "arc_")))]
+    got, expected = (
+        torch.autograd.grad((arcs * weights).sum(), inputs),
+        torch.autograd.grad((direct * weights).sum(), inputs),
+    )
+    nonzero = hidden.detach().abs().sum(-1) > 0
+    torch.testing.assert_close(got[0][nonzero], expected[0][nonzero])
+    assert (got[0][~nonzero] == 0).all()
+    for got_parameter, expected_parameter in zip(got[1:], expected[1:]):
+        torch.testing.assert_close(got_parameter, expected_parameter)
+
+
 LOSS_MASK = np.array([[1, 1, 1, 1], [1, 1, 1, 0]], dtype="float32")
 LOSS_GOLD_HEADS = np.array([[-1, 2, 0, 2], [-1, 0, 1, -1]])
 LOSS_GOLD_LABELS = np.array([[-1, 1, 0, 2], [-1, 0, 2, -1]])

@@ -196,11 +196,25 @@ class BiaffinePairScorer(nn.Module):
 
     def _arcs(self, hidden: torch.Tensor) -> torch.Tensor:
         """(B, N, N) biaffine arc scores of the hidden states (after dropout)."""
-        dependent, head = self.projections["arc_dependent"](hidden), self.projections["arc_head"](hidden)
+        batch, n_units, width = hidden.shape
+        flat = hidden.reshape(-1, width)
+        nonzero = torch.nonzero(flat.any(1)).flatten()
+        dependent, head = (
+            self._project_nonzero(name, flat, nonzero).view(batch, n_units, -1)
+            for name in ("arc_dependent", "arc_head")
+        )
         # Plain matmuls in contiguous layouts: torch's einsum backward is an order of
         # magnitude slower on CPU for these shapes.
         scores = torch.matmul(dependent @ self.arc_bilinear, head.transpose(1, 2))
         return scores + self.arc_head_bias(head)[:, None, :, 0]
+
+    def _project_nonzero(self, name: str, flat: torch.Tensor, nonzero: torch.Tensor) -> torch.Tensor:
+        """(R, E) projection `name` of the rows of flat (R, M), the MLP run on the rows listed in
+        `nonzero` only: every other row is zero (a chunk's padding, about half its slots once chunks
+        may pad fourfold, and units without wordpieces) and gets the projection of a zero vector."""
+        linear, gelu, dropout = self.projections[name]
+        zero_row = gelu(linear.bias).expand(len(flat), -1)
+        return dropout(zero_row.index_copy(0, nonzero, gelu(linear(flat[nonzero]))))
 
     def forward(self, hidden, attention: Optional[WordAttention], missing, unshared):
         """(B, N, N) arc scores, and the state `label_scores_at` reads (this pass's hidden states
