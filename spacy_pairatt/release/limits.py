@@ -8,13 +8,18 @@ from .results import Results
 from .ud_blocks import LEMMAS_BAR, SENTENCE_F_BAR, UD_PIPELINE_DEV_DOCS, against_bar, ud_pipeline_file
 
 
+def _stale_bench(results: Results, path: str) -> str:
+    """ "; stale: measured before ..." when code that changes the benchmark came after `path`, else ""."""
+    stale = results.made(path, "bench").stale_since()
+    return f"; stale: measured before {stale.what}" if stale else ""
+
+
 def speed_limit(results: Results) -> str:
     speed = results.json("results/bench_speed.json")
     if speed is None:
         return "Speed: not measured yet (`python -m spacy project run bench`)."
     inference = speed["inference"]
-    stale = results.made("results/bench_speed.json", "bench").stale_since()
-    when = f"; stale: measured before {stale.what}" if stale else ""
+    when = _stale_bench(results, "results/bench_speed.json")
     threads = speed["machine"].get("torch_threads", "?")
     if "models" not in speed:
         raise ValueError(
@@ -54,10 +59,10 @@ def heap_limit(results: Results) -> str:
     growth = ""
     if memory is not None:
         sizes = [run["sentences"] for run in memory["runs"]]
-        stale = results.made("results/bench_memory.json", "bench").stale_since()
+        when = _stale_bench(results, "results/bench_memory.json")
         growth = (
             f": peak RSS grew {100 * memory['peak_rss_growth']:+.0f}% from {min(sizes):,} to {max(sizes):,} "
-            f"streamed sentences (results/bench.md{'; stale' if stale else ''}), against issue 4's target of "
+            f"streamed sentences (results/bench.md{when}), against issue 4's target of "
             "under 10%, met under the bound"
         )
     return (
