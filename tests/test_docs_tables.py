@@ -209,3 +209,23 @@ def test_each_code_change_is_the_commit_it_names():
     for change in CODE_CHANGES:
         assert results.git("log", "-1", "--format=%cI", change.commit) == change.date, change.what
         assert change.affects <= RESULT_KINDS
+
+
+def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_after_a_bench_change(tmp_path):
+    """limits.heap_limit reads results/bench_memory.json: no figure without it, the growth and sizes with it,
+    and the stale marker once a change of kind "bench" comes after the file was made."""
+    from spacy_pairatt.release.limits import heap_limit
+
+    assert "%" not in heap_limit(Results(tmp_path))
+    last_bench = [change for change in CODE_CHANGES if "bench" in change.affects][-1]
+    memory = {"runs": [{"sentences": 20000}, {"sentences": 2000}], "peak_rss_growth": 0.358}
+    (tmp_path / "results").mkdir()
+    path = tmp_path / "results" / "bench_memory.json"
+
+    path.write_text(json.dumps({**memory, "provenance": {"created": "2100-01-01T00:00:00+00:00"}}), "utf8")
+    fresh = heap_limit(Results(tmp_path))
+    path.write_text(json.dumps({**memory, "provenance": {"created": "2000-01-01T00:00:00+00:00"}}), "utf8")
+    stale = heap_limit(Results(tmp_path))
+
+    assert "grew +36% from 2,000 to 20,000 streamed sentences (results/bench.md)" in fresh
+    assert f"(results/bench.md; stale: measured before {last_bench.what})" in stale
