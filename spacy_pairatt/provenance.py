@@ -6,6 +6,7 @@ pipeline add `"model": model_provenance(nlp, path)` (its config's hash, training
 """
 
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -22,6 +23,9 @@ LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "s
 # project commands themselves rewrite.
 CODE_PATHS = ("spacy_pairatt", "bench", "configs", "setup.py", "project.yml")
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
+# A copy of the checkout without .git (a GPU machine gets only the working tree) names its commit
+# through a stamp written here by `python -m spacy_pairatt source-stamp`; this variable gives its path.
+SOURCE_STAMP_ENV = "SPACY_PAIRATT_SOURCE_STAMP"
 _IMPORTED = time.time()
 
 
@@ -68,8 +72,11 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
     """The git commit of the checkout this package runs from, and whether its code differs from it.
 
     commit None: not run from a git checkout of this project (an installed wheel). dirty: tracked or
-    untracked changes under CODE_PATHS (their paths in `dirty_paths`, at most 20).
+    untracked changes under CODE_PATHS (their paths in `dirty_paths`, at most 20). A copy without
+    .git whose environment names a source stamp is checked against it (`stamped_code_version`).
     """
+    if (root / "setup.py").is_file() and not (root / ".git").exists() and os.environ.get(SOURCE_STAMP_ENV):
+        return stamped_code_version(root, Path(os.environ[SOURCE_STAMP_ENV]))
     if not (root / ".git").exists() or not (root / "setup.py").is_file():
         return {"commit": None, "dirty": None, "dirty_paths": []}
     commit = _git(root, "rev-parse", "HEAD")
@@ -79,6 +86,35 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
         return {"commit": commit, "dirty": None, "dirty_paths": []}
     paths = sorted(line[3:] for line in status.splitlines() if line.strip())
     return {"commit": commit, "dirty": bool(paths), "dirty_paths": paths[:20]}
+
+
+def source_stamp(root: Path = SOURCE_ROOT) -> Dict:
+    """The commit of a clean checkout and the SHA-256 of each file git tracks under CODE_PATHS, for a
+    copy of it without .git to name its commit by (`stamped_code_version`). A dirty checkout has no
+    commit to name, so it is refused."""
+    code = code_version(root)
+    if code["commit"] is None or code["dirty"] is not False:
+        raise ValueError(f"a source stamp needs a clean git checkout of the project; {root} is {code}")
+    listed = _git(root, "ls-files", "-z", "--", *CODE_PATHS) or ""
+    names = sorted(filter(None, listed.split("\0")))
+    return {"commit": code["commit"], "files": {name: _sha256(root / name) for name in names}}
+
+
+def stamped_code_version(root: Path, stamp_path: Path) -> Dict:
+    """code_version for a copy without .git: the stamp's commit, dirty where a stamped file's content
+    differs or is missing. Files added to the copy are not seen (no git to list them), which the
+    record says (`"checked": "source stamp"`)."""
+    try:
+        stamp = json.loads(Path(stamp_path).read_text(encoding="utf8"))
+        commit, files = stamp["commit"], stamp["files"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{SOURCE_STAMP_ENV}={stamp_path}: not a source stamp ({error})") from error
+    changed = sorted(name for name, digest in files.items() if _sha256(root / name) != digest)
+    return {"commit": commit, "dirty": bool(changed), "dirty_paths": changed[:20], "checked": "source stamp"}
+
+
+def _sha256(path: Path) -> Optional[str]:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
 
 
 def code_fingerprint(paths=CODE_PATHS, root: Path = SOURCE_ROOT) -> Optional[str]:

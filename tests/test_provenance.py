@@ -13,7 +13,16 @@ import pytest
 from conftest import REPO
 
 from spacy_pairatt import provenance as provenance_module
-from spacy_pairatt.provenance import LIBRARIES, code_version, command_line, process_start, provenance
+from spacy_pairatt.cli import main as cli_main
+from spacy_pairatt.provenance import (
+    LIBRARIES,
+    SOURCE_STAMP_ENV,
+    code_version,
+    command_line,
+    process_start,
+    provenance,
+    source_stamp,
+)
 
 
 def git(root, *args):
@@ -86,6 +95,49 @@ def test_results_name_the_code_the_process_imported_not_the_checkout_at_the_end(
 
 def test_no_checkout_no_commit(tmp_path):
     assert code_version(tmp_path) == {"commit": None, "dirty": None, "dirty_paths": []}
+
+
+def test_a_copy_without_git_names_its_commit_through_a_source_stamp(checkout, tmp_path, monkeypatch):
+    """A GPU machine gets the working tree without .git: the stamp written from the clean checkout
+    names the commit there, and a changed or missing stamped file makes the copy dirty."""
+    stamp = tmp_path / "stamp.json"
+    cli_main(["source-stamp", str(stamp), "--root", str(checkout)])
+    assert json.loads(stamp.read_text())["files"] == source_stamp(checkout)["files"]
+    assert set(source_stamp(checkout)["files"]) == {"setup.py", "spacy_pairatt/code.py"}
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy, ignore=shutil.ignore_patterns(".git"))
+    assert code_version(copy)["commit"] is None
+    monkeypatch.setenv(SOURCE_STAMP_ENV, str(stamp))
+    head = git(checkout, "rev-parse", "HEAD")
+    assert code_version(copy) == {"commit": head, "dirty": False, "dirty_paths": [], "checked": "source stamp"}
+    (copy / "results" / "scores.json").write_text('{"uas": 1}\n')
+    assert code_version(copy)["dirty"] is False
+    (copy / "spacy_pairatt" / "code.py").write_text("X = 2\n")
+    (copy / "setup.py").unlink()
+    assert code_version(copy)["commit"] is None  # no setup.py: not a copy of the project
+    (copy / "setup.py").write_text("# changed\n")
+    assert code_version(copy) == {
+        "commit": head,
+        "dirty": True,
+        "dirty_paths": ["setup.py", "spacy_pairatt/code.py"],
+        "checked": "source stamp",
+    }
+    assert code_version(checkout)["commit"] == head  # a checkout with .git ignores the stamp
+
+
+def test_a_source_stamp_needs_a_clean_checkout(checkout, tmp_path, monkeypatch):
+    (checkout / "spacy_pairatt" / "code.py").write_text("X = 2\n")
+    with pytest.raises(SystemExit, match="clean git checkout"):
+        cli_main(["source-stamp", str(tmp_path / "stamp.json"), "--root", str(checkout)])
+    with pytest.raises(ValueError, match="clean git checkout"):
+        source_stamp(tmp_path)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "setup.py").write_text("# setup\n")
+    (tmp_path / "bad.json").write_text("[]")
+    monkeypatch.setenv(SOURCE_STAMP_ENV, str(tmp_path / "bad.json"))
+    with pytest.raises(ValueError, match="not a source stamp"):
+        code_version(copy)
 
 
 def test_command_line_as_typed():

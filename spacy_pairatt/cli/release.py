@@ -46,6 +46,20 @@ def demo(args) -> None:
     parse_examples(args.model, args.output, args.text or None)
 
 
+def source_stamp(args) -> None:
+    """Write the checkout's commit and code hashes, for a copy of it without .git (a GPU machine)."""
+    import json
+
+    from ..provenance import SOURCE_STAMP_ENV, source_stamp
+
+    try:
+        stamp = source_stamp(Path(args.root).resolve())
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt source-stamp: error: {error}") from error
+    Path(args.output).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf8")
+    print(f"{args.output}: commit {stamp['commit']}, {len(stamp['files'])} files; on the copy, set {SOURCE_STAMP_ENV}")
+
+
 def add_commands(commands) -> None:
     """Its commands on the `python -m spacy_pairatt` subparsers."""
     documents = commands.add_parser(
@@ -57,6 +71,13 @@ def add_commands(commands) -> None:
         "--measure-footprint", action="store_true", help="first write results/footprint.json (disk of stack and data)"
     )
     documents.set_defaults(func=docs_tables)
+    stamping = commands.add_parser(
+        "source-stamp",
+        help="the commit and code hashes of a clean checkout, for results made from a copy without .git",
+    )
+    stamping.add_argument("output", help="the stamp to write (JSON)")
+    stamping.add_argument("--root", default=".", help="the checkout")
+    stamping.set_defaults(func=source_stamp)
     assembly = commands.add_parser(
         "assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package"
     )
