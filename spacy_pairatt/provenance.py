@@ -23,8 +23,8 @@ LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "s
 # project commands themselves rewrite.
 CODE_PATHS = ("spacy_pairatt", "bench", "configs", "setup.py", "project.yml")
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
-# A copy of the checkout without .git (a GPU machine gets only the working tree) names its commit
-# through a stamp written here by `python -m spacy_pairatt source-stamp`; this variable gives its path.
+# A copy of the checkout (a GPU machine gets the working tree, with no .git or a stale one) names its
+# commit through a stamp written here by `python -m spacy_pairatt source-stamp`; this variable gives its path.
 SOURCE_STAMP_ENV = "SPACY_PAIRATT_SOURCE_STAMP"
 _IMPORTED = time.time()
 
@@ -72,10 +72,12 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
     """The git commit of the checkout this package runs from, and whether its code differs from it.
 
     commit None: not run from a git checkout of this project (an installed wheel). dirty: tracked or
-    untracked changes under CODE_PATHS (their paths in `dirty_paths`, at most 20). A copy without
-    .git whose environment names a source stamp is checked against it (`stamped_code_version`).
+    untracked changes under CODE_PATHS (their paths in `dirty_paths`, at most 20). Where the
+    environment names a source stamp, the copy is checked against it (`stamped_code_version`) and
+    .git is not read: a GPU machine's copy once carried a .git of an older commit, and named that
+    commit with the newer code as its dirty files.
     """
-    if (root / "setup.py").is_file() and not (root / ".git").exists() and os.environ.get(SOURCE_STAMP_ENV):
+    if (root / "setup.py").is_file() and os.environ.get(SOURCE_STAMP_ENV):
         return stamped_code_version(root, Path(os.environ[SOURCE_STAMP_ENV]))
     if not (root / ".git").exists() or not (root / "setup.py").is_file():
         return {"commit": None, "dirty": None, "dirty_paths": []}

@@ -98,8 +98,8 @@ def test_no_checkout_no_commit(tmp_path):
 
 
 def test_a_copy_without_git_names_its_commit_through_a_source_stamp(checkout, tmp_path, monkeypatch):
-    """A GPU machine gets the working tree without .git: the stamp written from the clean checkout
-    names the commit there, and a changed or missing stamped file makes the copy dirty."""
+    """A GPU machine gets the working tree without .git (or with a stale one): the stamp written from
+    the clean checkout names the commit there, and a changed or missing stamped file makes the copy dirty."""
     stamp = tmp_path / "stamp.json"
     cli_main(["source-stamp", str(stamp), "--root", str(checkout)])
     assert json.loads(stamp.read_text())["files"] == source_stamp(checkout)["files"]
@@ -122,7 +122,11 @@ def test_a_copy_without_git_names_its_commit_through_a_source_stamp(checkout, tm
         "dirty_paths": ["setup.py", "spacy_pairatt/code.py"],
         "checked": "source stamp",
     }
-    assert code_version(checkout)["commit"] == head  # a checkout with .git ignores the stamp
+    git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later")
+    shutil.copytree(checkout / ".git", copy / ".git")  # a stale .git in the copy: the stamp still decides
+    assert code_version(copy)["commit"] == head != git(checkout, "rev-parse", "HEAD")
+    monkeypatch.delenv(SOURCE_STAMP_ENV)
+    assert code_version(checkout)["commit"] == git(checkout, "rev-parse", "HEAD")
 
 
 def test_a_source_stamp_needs_a_clean_checkout(checkout, tmp_path, monkeypatch):
