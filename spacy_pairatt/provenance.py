@@ -92,7 +92,7 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
 
 def source_stamp(root: Path = SOURCE_ROOT) -> Dict:
     """The commit of a clean checkout and the SHA-256 of each file git tracks under CODE_PATHS, for a
-    copy of it without .git to name its commit by (`stamped_code_version`). A dirty checkout has no
+    copy of its tree to name its commit by (`stamped_code_version`). A dirty checkout has no
     commit to name, so it is refused."""
     code = code_version(root)
     if code["commit"] is None or code["dirty"] is not False:
@@ -103,9 +103,9 @@ def source_stamp(root: Path = SOURCE_ROOT) -> Dict:
 
 
 def stamped_code_version(root: Path, stamp_path: Path) -> Dict:
-    """code_version for a copy without .git: the stamp's commit, dirty where a stamped file's content
-    differs or is missing. Files added to the copy are not seen (no git to list them), which the
-    record says (`"checked": "source stamp"`)."""
+    """code_version for a copy of the tree: the stamp's commit, dirty where a stamped file's content
+    differs or is missing. Files added to the copy are not seen (git does not list them here), which
+    the record says (`"checked": "source stamp"`)."""
     try:
         stamp = json.loads(Path(stamp_path).read_text(encoding="utf8"))
         commit, files = stamp["commit"], stamp["files"]

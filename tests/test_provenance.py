@@ -97,7 +97,7 @@ def test_no_checkout_no_commit(tmp_path):
     assert code_version(tmp_path) == {"commit": None, "dirty": None, "dirty_paths": []}
 
 
-def test_a_copy_without_git_names_its_commit_through_a_source_stamp(checkout, tmp_path, monkeypatch):
+def test_a_copy_of_the_tree_names_its_commit_through_a_source_stamp(checkout, tmp_path, monkeypatch):
     """A GPU machine gets the working tree without .git (or with a stale one): the stamp written from
     the clean checkout names the commit there, and a changed or missing stamped file makes the copy dirty."""
     stamp = tmp_path / "stamp.json"

@@ -46,8 +46,8 @@ def demo(args) -> None:
     parse_examples(args.model, args.output, args.text or None)
 
 
-def source_stamp(args) -> None:
-    """Write the checkout's commit and code hashes, for a copy of it without .git (a GPU machine)."""
+def write_source_stamp(args) -> None:
+    """Write the checkout's commit and code hashes, for a copy of its tree (a GPU machine's)."""
     import json
 
     from ..provenance import SOURCE_STAMP_ENV, source_stamp
@@ -73,11 +73,11 @@ def add_commands(commands) -> None:
     documents.set_defaults(func=docs_tables)
     stamping = commands.add_parser(
         "source-stamp",
-        help="the commit and code hashes of a clean checkout, for results made from a copy without .git",
+        help="the commit and code hashes of a clean checkout, for results made from a copy of its tree",
     )
     stamping.add_argument("output", help="the stamp to write (JSON)")
     stamping.add_argument("--root", default=".", help="the checkout")
-    stamping.set_defaults(func=source_stamp)
+    stamping.set_defaults(func=write_source_stamp)
     assembly = commands.add_parser(
         "assemble", help="trained pipeline + sentencizer + metadata, ready for spacy package"
     )
