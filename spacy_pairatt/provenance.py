@@ -79,6 +79,11 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
     """
     if (root / "setup.py").is_file() and os.environ.get(SOURCE_STAMP_ENV):
         return stamped_code_version(root, Path(os.environ[SOURCE_STAMP_ENV]))
+    return git_code_version(root)
+
+
+def git_code_version(root: Path) -> Dict:
+    """code_version as git sees the checkout, whatever the environment names."""
     if not (root / ".git").exists() or not (root / "setup.py").is_file():
         return {"commit": None, "dirty": None, "dirty_paths": []}
     commit = _git(root, "rev-parse", "HEAD")
@@ -93,12 +98,11 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
 def source_stamp(root: Path = SOURCE_ROOT) -> Dict:
     """The commit of a clean checkout and the SHA-256 of each file git tracks under CODE_PATHS, for a
     copy of its tree to name its commit by (`stamped_code_version`). A dirty checkout has no
-    commit to name, so it is refused."""
-    code = code_version(root)
+    commit to name, so it is refused. Read from git, not from a stamp the environment may name."""
+    code = git_code_version(root)
     if code["commit"] is None or code["dirty"] is not False:
         raise ValueError(f"a source stamp needs a clean git checkout of the project; {root} is {code}")
-    listed = _git(root, "ls-files", "-z", "--", *CODE_PATHS) or ""
-    names = sorted(filter(None, listed.split("\0")))
+    names = _listed_files(root, CODE_PATHS) or []
     return {"commit": code["commit"], "files": {name: _sha256(root / name) for name in names}}
 
 
@@ -109,6 +113,8 @@ def stamped_code_version(root: Path, stamp_path: Path) -> Dict:
     try:
         stamp = json.loads(Path(stamp_path).read_text(encoding="utf8"))
         commit, files = stamp["commit"], stamp["files"]
+        if not isinstance(commit, str) or not isinstance(files, dict):
+            raise TypeError("'commit' must be a string and 'files' an object of paths and SHA-256s")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{SOURCE_STAMP_ENV}={stamp_path}: not a source stamp ({error})") from error
     changed = sorted(name for name, digest in files.items() if _sha256(root / name) != digest)
@@ -123,15 +129,21 @@ def code_fingerprint(paths=CODE_PATHS, root: Path = SOURCE_ROOT) -> Optional[str
     """SHA-256 over the names and contents of the files under `paths` that git tracks or would track,
     as they are in the working tree: the code a run used, committed or not (two runs with the same
     fingerprint ran the same code). None outside a git checkout."""
-    listed = _git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *paths)
-    if listed is None:
+    names = _listed_files(root, paths, "--cached", "--others", "--exclude-standard")
+    if names is None:
         return None
     digest = hashlib.sha256()
-    for name in sorted(set(filter(None, listed.split("\0")))):
+    for name in names:
         path = root / name
         if path.is_file():  # a tracked file deleted in the working tree is left out
             digest.update(name.encode("utf8") + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def _listed_files(root: Path, paths, *options: str) -> Optional[List[str]]:
+    """The sorted, distinct paths `git ls-files OPTIONS -- PATHS` lists (None where git cannot)."""
+    listed = _git(root, "ls-files", "-z", *options, "--", *paths)
+    return None if listed is None else sorted(set(filter(None, listed.split("\0"))))
 
 
 def _git(root: Path, *args: str) -> Optional[str]:

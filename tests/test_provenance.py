@@ -125,6 +125,7 @@ def test_a_copy_of_the_tree_names_its_commit_through_a_source_stamp(checkout, tm
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "later")
     shutil.copytree(checkout / ".git", copy / ".git")  # a stale .git in the copy: the stamp still decides
     assert code_version(copy)["commit"] == head != git(checkout, "rev-parse", "HEAD")
+    assert source_stamp(checkout)["commit"] == git(checkout, "rev-parse", "HEAD")  # git, not the named stamp
     monkeypatch.delenv(SOURCE_STAMP_ENV)
     assert code_version(checkout)["commit"] == git(checkout, "rev-parse", "HEAD")
 
@@ -141,6 +142,12 @@ def test_a_source_stamp_needs_a_clean_checkout(checkout, tmp_path, monkeypatch):
     (tmp_path / "bad.json").write_text("[]")
     monkeypatch.setenv(SOURCE_STAMP_ENV, str(tmp_path / "bad.json"))
     with pytest.raises(ValueError, match="not a source stamp"):
+        code_version(copy)
+    (tmp_path / "bad.json").write_text('{"commit": "abc", "files": ["setup.py"]}')
+    with pytest.raises(ValueError, match="not a source stamp.*'files' an object"):
+        code_version(copy)
+    monkeypatch.setenv(SOURCE_STAMP_ENV, str(tmp_path / "missing.json"))
+    with pytest.raises(ValueError, match="missing.json: not a source stamp"):
         code_version(copy)
 
 
