@@ -57,28 +57,38 @@ def surface_mix(width: int) -> Model[Floats2d, Floats2d]:
 
 
 def handing_on_no_input_gradient(layer: Model[List[Doc], List[Floats2d]]) -> Model[List[Doc], List[Floats2d]]:
-    """`layer`, whose backprop returns [] for the Docs.
+    """`layer`, whose backprop returns [] for the Docs, and whose output for an empty Doc is (0, width).
 
     thinc's `concatenate` adds up its layers' input gradients; spacy-transformers' listener returns
     None for them (its gradient reaches the transformer through a callback), which cannot be added
-    to the hash embedding's [].
+    to the hash embedding's []. It also gives an empty Doc a (0, 0) array, which `concatenate`
+    cannot stack with the other Docs' (n, width) ones. Module-level functions, so the model pickles.
     """
+    return Model(f"no_input_gradient({layer.name})", _no_input_gradient_forward, layers=[layer], init=_init_wrapped)
 
-    def forward(model: Model, docs: List[Doc], is_train: bool):
-        outputs, backprop = layer(docs, is_train)
 
-        def backprop_to_nothing(d_outputs: List[Floats2d]) -> List:
-            backprop(d_outputs)
-            return []
+def _init_wrapped(model: Model, X=None, Y=None) -> None:
+    model.layers[0].initialize(X=X, Y=Y)
 
-        return outputs, backprop_to_nothing
 
-    return Model(
-        f"no_input_gradient({layer.name})",
-        forward,
-        layers=[layer],
-        init=lambda model, X=None, Y=None: layer.initialize(X=X, Y=Y),
-    )
+def _no_input_gradient_forward(model: Model, docs: List[Doc], is_train: bool):
+    layer = model.layers[0]
+    outputs, backprop = layer(docs, is_train)
+    width = layer.maybe_get_dim("nO") or next((output.shape[1] for output in outputs if len(output)), None)
+    if width:
+        outputs = [model.ops.alloc2f(0, width) if not len(output) else output for output in outputs]
+    return outputs, _BackpropToNothing(backprop)
+
+
+class _BackpropToNothing:
+    """The wrapped layer's backprop, returning [] for the Docs (a class, not a closure: picklable)."""
+
+    def __init__(self, backprop):
+        self.backprop = backprop
+
+    def __call__(self, d_outputs: List[Floats2d]) -> List:
+        self.backprop(d_outputs)
+        return []
 
 
 def build_dropout_bilstm_encoder(width: int = 256, depth: int = 1) -> Model[List[Floats2d], List[Floats2d]]:

@@ -1,0 +1,142 @@
+"""Issue 47: the parser-only and the UD pipelines, built from their configs on a tiny random BERT
+(untrained), under empty, whitespace-only and odd Docs anywhere in a batch; pickled, and run in
+worker processes started by spawn and forkserver; and load-time config overrides that the pipes
+run with."""
+
+import json
+import pickle
+import subprocess
+import sys
+
+import pytest
+import spacy
+from conftest import REPO, UD_DIR, examples_from_docs, read_conllu_sentences
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from spacy.util import load_config, load_model_from_config
+
+# Texts a hostile but fair user sends: empty, whitespace of every kind, zero-width and combining
+# characters alone, controls, emoji, a long unbroken token, and ordinary sentences.
+ODD_TEXTS = [
+    "",
+    " ",
+    "   ",
+    "\t",
+    "\n\n",
+    "\u00a0",
+    " \u3000 ",
+    "\u200b",
+    "\u200d\u200c",
+    "\u0301\u0301",
+    "\ufeff",
+    "\x00\x07",
+    "\U0001f600\U0001f44d\U0001f3fd",
+    "x" * 300,
+    "Hello world.",
+    "  Two  spaces  around.  ",
+    "DON'T stop. We're GONNA win!",
+    "One.\u2028Two.",
+]
+
+
+def built_pipeline(config_name: str, encoder: str, docs, path):
+    """The config with the tiny encoder, initialized on a few EWT sentences, saved and loaded back
+    (what a user loads: no optimizer state)."""
+    overrides = {"components.transformer.model.name": encoder}
+    if config_name == "pipeline_minilm":
+        overrides["components.trainable_lemmatizer.min_tree_freq"] = 1
+    nlp = load_model_from_config(
+        load_config(REPO / "configs" / f"{config_name}.cfg", overrides=overrides), auto_fill=True
+    )
+    nlp.initialize(lambda: examples_from_docs(nlp, docs))
+    nlp.to_disk(path)
+    return spacy.load(path)
+
+
+@pytest.fixture(scope="module")
+def ewt_docs():
+    path = UD_DIR / "en_ewt-ud-train.conllu"
+    if not path.exists():
+        pytest.skip(f"UD English-EWT not found at {path}")
+    return read_conllu_sentences(path, 10)
+
+
+@pytest.fixture(scope="module")
+def saved_pipelines(tiny_bert_dir, ewt_docs, tmp_path_factory):
+    """Config name -> (saved path, loaded pipeline), each built once for the module."""
+    built = {}
+
+    def get(config_name: str):
+        if config_name not in built:
+            path = tmp_path_factory.mktemp(config_name) / "model"
+            built[config_name] = path, built_pipeline(config_name, tiny_bert_dir, ewt_docs, path)
+        return built[config_name]
+
+    return get
+
+
+@pytest.fixture(scope="module", params=["parser_minilm", "pipeline_minilm"])
+def pipeline(request, saved_pipelines):
+    return saved_pipelines(request.param)
+
+
+def annotations(doc):
+    return [(t.text, t.head.i, t.dep_, t.tag_, t.pos_, str(t.morph), t.lemma_, t.is_sent_start) for t in doc]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    texts=st.lists(st.sampled_from(ODD_TEXTS), min_size=1, max_size=7),
+    batch_size=st.integers(1, 8),
+    as_tuples=st.booleans(),
+)
+def test_odd_docs_anywhere_in_a_batch(pipeline, texts, batch_size, as_tuples):
+    """Each Doc of a batch gets what it gets alone: the same text, tokens and annotations."""
+    _, nlp = pipeline
+    if as_tuples:
+        docs = [
+            doc
+            for doc, _ in nlp.pipe([(text, i) for i, text in enumerate(texts)], batch_size=batch_size, as_tuples=True)
+        ]
+    else:
+        docs = list(nlp.pipe(texts, batch_size=batch_size))
+    assert [doc.text for doc in docs] == texts
+    for text, doc in zip(texts, docs):
+        assert annotations(doc) == annotations(nlp(text)), text
+        for sentence in doc.sents:
+            assert all(sentence.start <= token.head.i < sentence.end for token in sentence)
+
+
+def test_every_pipeline_pickles(pipeline):
+    _, nlp = pipeline
+    texts = ["", "Hello world.", "   "]
+    copy = pickle.loads(pickle.dumps(nlp))
+    assert [annotations(doc) for doc in copy.pipe(texts)] == [annotations(doc) for doc in nlp.pipe(texts)]
+
+
+WORKERS = """
+import json, multiprocessing, sys
+import spacy
+
+if __name__ == "__main__":
+    nlp = spacy.load(sys.argv[1])
+    texts = json.loads(sys.argv[2])
+    parse = lambda n: [[(t.text, t.head.i, t.dep_) for t in doc] for doc in nlp.pipe(texts, n_process=n, batch_size=2)]
+    one = parse(1)
+    same = {}
+    for method in ("spawn", "forkserver"):
+        multiprocessing.set_start_method(method, force=True)
+        same[method] = parse(2) == one
+    print(json.dumps(same))
+"""
+
+
+def test_two_worker_processes_under_start_methods_that_pickle(saved_pipelines):
+    """spawn (macOS and Windows) and forkserver send the pipeline to the workers pickled."""
+    path, _ = saved_pipelines("pipeline_minilm")
+    texts = ["", "Hello world.", "  ", "A second sentence here."]
+    result = subprocess.run(
+        [sys.executable, "-c", WORKERS, str(path), json.dumps(texts)], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"spawn": True, "forkserver": True}
