@@ -140,3 +140,39 @@ def test_two_worker_processes_under_start_methods_that_pickle(saved_pipelines):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"spawn": True, "forkserver": True}
+
+
+# Settings of each pipe that a load-time config may change, with a value other than the saved one.
+LOAD_TIME_SETTINGS = {
+    "transformer": {"max_batch_items": 64},
+    "pairatt_parser": {"decoder": "greedy", "loss_reduction": "mean", "confidence": "none", "head_candidates": 2},
+}
+
+
+def running_setting(pipe, key):
+    """What the pipe runs with: its cfg entry where it keeps one there, else its attribute."""
+    return pipe.cfg[key] if key in getattr(pipe, "cfg", {}) else getattr(pipe, key)
+
+
+def test_load_time_settings_are_what_the_pipes_run_with(saved_pipelines):
+    path, saved = saved_pipelines("pipeline_minilm")
+    nlp = spacy.load(path, config={"components": LOAD_TIME_SETTINGS})
+    for name, pipe_settings in LOAD_TIME_SETTINGS.items():
+        for key, value in pipe_settings.items():
+            assert running_setting(saved.get_pipe(name), key) != value, (name, key)
+            assert nlp.config["components"][name][key] == value
+            assert running_setting(nlp.get_pipe(name), key) == value, (name, key)
+
+    texts = ["The quick brown fox jumps over the lazy dog."] * 6
+    group_sizes = {}
+    for pipeline, label in ((saved, "saved"), (nlp, "override")):
+        transformer = pipeline.get_pipe("transformer")
+        sizes = group_sizes[label] = []
+        predict = transformer.predict
+        transformer.predict = lambda docs, predict=predict, sizes=sizes: sizes.append(len(docs)) or predict(docs)
+        try:
+            list(pipeline.pipe(texts))
+        finally:
+            del transformer.predict
+    assert group_sizes["saved"] == [6]
+    assert max(group_sizes["override"]) < 6  # 64 padded wordpieces hold fewer than six such windows

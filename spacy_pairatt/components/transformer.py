@@ -135,9 +135,12 @@ class WordpieceBatchedTransformer(Transformer):
 
     def _loaded(self, load: Callable[[], None]) -> "WordpieceBatchedTransformer":
         """Run spacy-transformers' loading, then give the encoder the attention its config asks
-        for (`restore_attention_implementation`), fused where it is eager."""
+        for (`restore_attention_implementation`), fused where it is eager. The cfg (max_batch_items)
+        stays the config's: loading would put the saved one back over a load-time override."""
         requested = self.model._init_transformer_config.get("attn_implementation")
+        configured = dict(self.cfg)
         load()
+        self.cfg.update(configured)
         restore_attention_implementation(self.model, requested)
         fuse_self_attention(self.model.transformer)
         return self
