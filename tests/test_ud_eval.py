@@ -674,3 +674,22 @@ def test_error_analysis_finds_missed_and_false_sentence_boundaries():
     assert bounds["missed"]["commonest"] == [{"before": ".", "after": "She", "count": 1}]
     assert bounds["false"]["count"] == 1 and bounds["false"]["next_word_capitalised"] == 0
     assert bounds["false"]["commonest"] == [{"before": "walked", "after": "home", "count": 1}]
+
+
+def test_a_form_with_a_space_inside_a_multiword_token_aligns_as_without_its_spaces():
+    """Issue 47: the official script drops spaces (Zs) from every FORM before aligning, so `New York`
+    and `New\u00a0York` are the same word inside a multiword token's region."""
+
+    def sentence(space: str) -> str:
+        rows = [
+            ("1-2", f"New{space}York's", "_", "_", "_"),
+            ("1", f"New{space}York", "PROPN", "3", "nmod:poss"),
+            ("2", "'s", "PART", "1", "case"),
+            ("3", "mayor", "NOUN", "0", "root"),
+        ]
+        lines = [f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{rel}\t_\t_" for i, form, upos, head, rel in rows]
+        return "\n".join(lines) + "\n\n"
+
+    for space in (" ", "\u00a0"):
+        result = scores(sentence(" "), sentence(space))
+        assert (result["Words"].f1, result["LAS"].f1) == (1.0, 1.0), repr(space)

@@ -29,7 +29,8 @@ class Treebank:
     """One CoNLL-U file as the evaluation sees it.
 
     text: the tokens' characters without spaces; tokens (T, 2), sentences (S, 2), spans (W, 2):
-    [start, end) in text (a multiword token's words carry its span); multiword (W,) bool; forms,
+    [start, end) in text (a multiword token's words carry its span); multiword (W,) bool; forms
+    (without spaces, as in text),
     lemmas, upos, xpos, feats (universal ones, sorted), relations (universal part): (W,) object
     arrays; heads (W,) int64, -1 for the root; lines (W,) the 1-based line of each word; content and
     function (W,) bool: the relation is in CONTENT_RELATIONS / FUNCTION_RELATIONS.
@@ -147,6 +148,8 @@ class _Reader:
         multiword = word_id <= self.multiword_end
         start, end = self.multiword_span if multiword else self.add_token(number, columns[1])
         _, form, lemma, upos, xpos, feats, _, relation, _, _ = columns
+        # without its spaces, as the official script reads FORM: `New York` aligns with `New\u00a0York`
+        form = without_spaces(form)
         self.words.append(
             (start, end, multiword, form, lemma, upos, xpos, universal_feats(feats), relation.split(":")[0])
         )
