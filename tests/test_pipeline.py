@@ -114,7 +114,7 @@ def test_greedy_decoder_gives_each_word_its_best_head(tiny_bert_dir, ud_train_do
     parser = nlp.get_pipe("pairatt_parser")
     docs = [nlp.make_doc(text) for text in TEXTS]
     docs = list(nlp.get_pipe("transformer").pipe(docs))
-    sentences, heads, _ = parser.predict(docs)
+    sentences, heads, *_ = parser.predict(docs)
     assert len(sentences) == len(TEXTS)
     best = {}
     for parse in parser.model.predict(docs):

@@ -5,7 +5,8 @@ scores every (dependent, head) pair of each sentence and decodes one tree per se
 Sentences are the Doc's sentence boundaries when it has them, else the whole Doc.
 """
 
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
 from spacy.attrs import DEP, HEAD
@@ -15,8 +16,16 @@ from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Model
 
+from ..confidence import (
+    CONFIDENCE_LEVELS,
+    SentenceConfidence,
+    empty_store,
+    fill_sentence,
+    register_confidence_extensions,
+)
 from ..core.decoding import DECODERS, decode_batch
-from ..core.objectives import arc_log_scores, best_labels, biaffine_loss, paper_loss
+from ..core.marginals import decoded_tree_confidence, root_first_to_diagonal
+from ..core.objectives import ARC_OBJECTIVES, allowed_labels, arc_log_scores, biaffine_loss, paper_loss
 from ..core.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.parser_model import ParseScores
 from .base import PairScoringPipe, default_model, prepare_process
@@ -41,6 +50,9 @@ dropout = 0.1""",
         "model": DEFAULT_MODEL,
         "decoder": "mst",
         "loss_reduction": "mean",
+        "arc_objective": "local",
+        "confidence": "arcs",
+        "head_candidates": 3,
         "scorer": {"@scorers": "spacy-pairatt.parser_scorer.v1"},
     },
     default_score_weights={
@@ -56,16 +68,58 @@ dropout = 0.1""",
     },
 )
 def make_pairatt_parser(
-    nlp: Language, name: str, model: Model, decoder: str, loss_reduction: str, scorer: Optional[Callable]
+    nlp: Language,
+    name: str,
+    model: Model,
+    decoder: str,
+    loss_reduction: str,
+    arc_objective: str,
+    confidence: str,
+    head_candidates: int,
+    scorer: Optional[Callable],
 ):
     """decoder: "mst" (one well-formed tree, exactly one root, non-projective allowed) or
     "greedy" (each word's best head, as the paper does in training; may not be a tree).
     loss_reduction: "mean" (over the batch's gold words) or "sum", as spaCy's tagger, morphologizer,
     lemmatizer and senter sum theirs. Alone, the two train alike (Adam steps do not depend on the
     gradient's scale); on a transformer shared with those components the encoder follows the sum of
-    all their gradients, and a mean makes the parser's about 1/words-per-batch of each of theirs."""
+    all their gradients, and a mean makes the parser's about 1/words-per-batch of each of theirs.
+    arc_objective: "local" (each word's head on its own: the paper's pair softmax or the biaffine
+    head softmax) or "tree_crf" (the gold tree's negative log-likelihood among all single-root trees;
+    biaffine scorer only). confidence: what the parser stores on the Doc (`spacy_pairatt.confidence`):
+    "none", "arcs" (head_prob, dep_prob, head_candidates, parse_confidence) or "matrix" (also each
+    sentence's arc marginals); head_candidates: how many heads `Token._.head_candidates` lists."""
     prepare_process()
-    return PairAttParser(nlp.vocab, model, name, decoder=decoder, loss_reduction=loss_reduction, scorer=scorer)
+    return PairAttParser(
+        nlp.vocab,
+        model,
+        name,
+        decoder=decoder,
+        loss_reduction=loss_reduction,
+        arc_objective=arc_objective,
+        confidence=confidence,
+        head_candidates=head_candidates,
+        scorer=scorer,
+    )
+
+
+@dataclass
+class DecodedChunk:
+    """One chunk of sentences as the decoder saw and left it: what confidence and calibration read.
+
+    sentences: (doc index, first token, words) per row; arcs (B, N, N) arc log-scores in the
+    decoder's layout (unit 0 the root); lengths (B,) words; heads (B, N) decoded head units;
+    label_scores (B, N, K) on the decoded arcs; allowed (B, N, K) the labels the decoder could
+    choose there; labels (B, N) its choices.
+    """
+
+    sentences: List[Tuple[int, int, int]]
+    arcs: np.ndarray
+    lengths: np.ndarray
+    heads: np.ndarray
+    label_scores: np.ndarray
+    allowed: np.ndarray
+    labels: np.ndarray
 
 
 class PairAttParser(PairScoringPipe):
@@ -79,19 +133,39 @@ class PairAttParser(PairScoringPipe):
         *,
         decoder: str = "mst",
         loss_reduction: str = "mean",
+        arc_objective: str = "local",
+        confidence: str = "arcs",
+        head_candidates: int = 3,
         scorer=None,
     ):
-        if decoder not in DECODERS:
-            raise ValueError(f"pairatt_parser: decoder must be one of {DECODERS}, got {decoder!r}")
-        if loss_reduction not in LOSS_REDUCTIONS:
-            raise ValueError(f"pairatt_parser: loss_reduction must be one of {LOSS_REDUCTIONS}, got {loss_reduction!r}")
+        choices = {
+            "decoder": (decoder, DECODERS),
+            "loss_reduction": (loss_reduction, LOSS_REDUCTIONS),
+            "arc_objective": (arc_objective, ARC_OBJECTIVES),
+            "confidence": (confidence, CONFIDENCE_LEVELS),
+        }
+        for key, (value, allowed) in choices.items():
+            if value not in allowed:
+                raise ValueError(f"pairatt_parser: {key} must be one of {allowed}, got {value!r}")
+        if isinstance(head_candidates, bool) or not isinstance(head_candidates, int) or head_candidates < 1:
+            raise ValueError(f"pairatt_parser: head_candidates must be a whole number >= 1, got {head_candidates!r}")
+        if arc_objective == "tree_crf" and model.get_ref("scorer").attrs["mode"] != "biaffine":
+            raise ValueError(
+                'pairatt_parser: arc_objective = "tree_crf" needs the biaffine scorer '
+                '([components.pairatt_parser.model.scorer] mode = "biaffine")'
+            )
         self.vocab = vocab
         self.model = model
         self.name = name
         self.decoder = decoder
         self.loss_reduction = loss_reduction
+        self.arc_objective = arc_objective
+        self.confidence = confidence
+        self.head_candidates = head_candidates
         self.scorer = scorer
-        self.cfg: Dict = {"labels": [], "root_labels": [], "dims": {}}
+        # arc_temperature / label_temperature: fitted on dev by `python -m spacy_pairatt calibrate`.
+        self.cfg: Dict = {"labels": [], "root_labels": [], "dims": {}, "arc_temperature": 1.0, "label_temperature": 1.0}
+        register_confidence_extensions()
 
     @property
     def label_data(self) -> Dict[str, List[str]]:
@@ -103,43 +177,88 @@ class PairAttParser(PairScoringPipe):
         return self.model.get_ref("scorer").attrs["mode"]
 
     def predict(self, docs: Iterable[Doc]):
-        """Decode one tree per sentence: (sentences, heads per sentence, label ids per sentence)."""
+        """Decode one tree per sentence: (sentences, heads per sentence, label ids per sentence,
+        SentenceConfidence per sentence, or None with confidence = "none")."""
         docs = list(docs)
         if not any(len(doc) for doc in docs):
-            return [], [], []
-        sentences, heads, labels = [], [], []
-        for parse in self.model.predict(docs):
-            sentences.extend(parse.sentences)
-            chunk_heads, chunk_labels = self._decode(parse)
-            lengths = [n_words + 1 for _, _, n_words in parse.sentences]
-            heads.extend(row[:n] for row, n in zip(chunk_heads, lengths))
-            labels.extend(row[1:n] for row, n in zip(chunk_labels, lengths))
-        return sentences, heads, labels
+            return [], [], [], []
+        sentences, heads, labels, confidences = [], [], [], []
+        for chunk in self.decode_chunks(docs):
+            sentences.extend(chunk.sentences)
+            lengths = [n_words + 1 for n_words in chunk.lengths]
+            heads.extend(row[:n] for row, n in zip(chunk.heads, lengths))
+            labels.extend(row[1:n] for row, n in zip(chunk.labels, lengths))
+            confidence = None if self.confidence == "none" else self.chunk_confidence(chunk)
+            confidences.extend(self._sentence_confidences(confidence, lengths))
+        return sentences, heads, labels, confidences
 
-    def _decode(self, parse: ParseScores) -> Tuple[np.ndarray, np.ndarray]:
-        """(B, N) heads and label ids of one chunk; labels are scored on the decoded arcs only."""
-        arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
-        lengths = np.array([n_words for _, _, n_words in parse.sentences], dtype="int64")
-        heads = decode_batch(arcs, lengths, self.decoder)
-        label_scores = parse.label_scores(heads)
+    def decode_chunks(self, docs: List[Doc]) -> Iterator[DecodedChunk]:
+        """Score and decode the Docs' sentences chunk by chunk; labels are scored on the decoded arcs only."""
         root_allowed = np.isin(self.labels, self.cfg["root_labels"])
-        return heads, best_labels(label_scores, heads, root_allowed, ~root_allowed)
+        for parse in self.model.predict(docs):
+            arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
+            lengths = np.array([n_words for _, _, n_words in parse.sentences], dtype="int64")
+            heads = decode_batch(arcs, lengths, self.decoder)
+            label_scores = parse.label_scores(heads)
+            allowed = allowed_labels(heads, root_allowed, ~root_allowed)
+            labels = np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
+            yield DecodedChunk(parse.sentences, arcs, lengths, heads, label_scores, allowed, labels)
+
+    def chunk_confidence(
+        self, chunk: DecodedChunk, arc_temperature: Optional[float] = None, label_temperature: Optional[float] = None
+    ) -> Dict[str, np.ndarray]:
+        """`decoded_tree_confidence` of a chunk, at the fitted temperatures unless others are given."""
+        return decoded_tree_confidence(
+            chunk.arcs,
+            chunk.lengths,
+            chunk.heads,
+            chunk.label_scores,
+            chunk.allowed,
+            chunk.labels,
+            arc_temperature=arc_temperature or self.cfg.get("arc_temperature", 1.0),
+            label_temperature=label_temperature or self.cfg.get("label_temperature", 1.0),
+            n_candidates=self.head_candidates,
+        )
+
+    def _sentence_confidences(self, chunk: Optional[Dict[str, np.ndarray]], lengths: List[int]):
+        """One SentenceConfidence per sentence of a chunk (words only), or None each when off."""
+        if chunk is None:
+            return [None] * len(lengths)
+        matrices = root_first_to_diagonal(chunk["marginals"]).astype("float32") if self.confidence == "matrix" else None
+        return [
+            SentenceConfidence(
+                head_prob=chunk["head_prob"][b, 1:n],
+                dep_prob=chunk["dep_prob"][b, 1:n],
+                candidate_units=chunk["candidate_units"][b, 1:n],
+                candidate_probs=chunk["candidate_probs"][b, 1:n],
+                tree_prob=float(chunk["tree_prob"][b]),
+                matrix=None if matrices is None else matrices[b, : n - 1, : n - 1],
+            )
+            for b, n in enumerate(lengths)
+        ]
 
     def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
         """Write Token.head and Token.dep (the root's head is itself, spaCy's convention)."""
         docs = list(docs)
-        sentences, heads_per_sentence, labels_per_sentence = predictions
+        sentences, heads_per_sentence, labels_per_sentence, confidences = predictions
         label_ids = np.array([self.vocab.strings.add(label) for label in self.labels], dtype="uint64")
         arrays: Dict[int, np.ndarray] = {}
-        for (doc_index, start, n_words), heads, label_index in zip(sentences, heads_per_sentence, labels_per_sentence):
+        stores: Dict[int, Dict] = {}
+        for (doc_index, start, n_words), heads, label_index, confidence in zip(
+            sentences, heads_per_sentence, labels_per_sentence, confidences
+        ):
             doc = docs[doc_index]
             array = arrays.setdefault(doc_index, np.zeros((len(doc), 2), dtype="uint64"))
             words = np.arange(start, start + n_words)
             absolute_heads = np.where(heads[1:] == 0, words, start + heads[1:] - 1)
             array[words, 0] = (absolute_heads - words).astype("int64").astype("uint64")
             array[words, 1] = label_ids[label_index]
+            if confidence is not None:
+                store = stores.setdefault(doc_index, empty_store(len(doc), self.head_candidates))
+                fill_sentence(store, start, heads, confidence, keep_matrix=self.confidence == "matrix")
         for doc_index, array in arrays.items():
             docs[doc_index].from_array([HEAD, DEP], array)
+            docs[doc_index]._.pairatt_confidence = stores.get(doc_index)
 
     def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
         """Loss over all gold words of the batch (their mean or sum: loss_reduction), and its gradient
@@ -152,7 +271,7 @@ class PairAttParser(PairScoringPipe):
         for index, example in enumerate(examples):
             validate_gold_parse(example, index, self.labels, source="batch")
         aligned: Dict[int, Tuple] = {}
-        golds = [self._gold_arrays(examples, parse, aligned) for parse in parses]
+        golds = [self.gold_arrays(examples, parse.sentences, parse.mask.shape, aligned) for parse in parses]
         n_known = max(sum(int((heads >= 0).sum()) for heads, _ in golds), 1) if self.loss_reduction == "mean" else 1
         losses = [
             self._chunk_loss(parse, gold_heads, gold_labels, n_known)
@@ -160,27 +279,33 @@ class PairAttParser(PairScoringPipe):
         ]
         return sum(loss for loss, _ in losses), [d_chunk for _, d_chunk in losses]
 
-    @staticmethod
-    def _chunk_loss(parse: ParseScores, gold_heads: np.ndarray, gold_labels: np.ndarray, n_words: int):
+    def _chunk_loss(self, parse: ParseScores, gold_heads: np.ndarray, gold_labels: np.ndarray, n_words: int):
         """(loss, gradient) of one chunk; the biaffine scorer's labels are scored on the gold arcs only."""
         if parse.labels_at is None:
             return paper_loss(parse.scores, parse.mask, gold_heads, gold_labels, n_words)
         label_scores = parse.labels_at(gold_heads)
         loss, d_arcs, d_labels = biaffine_loss(
-            parse.scores[..., 0], label_scores, parse.mask, gold_heads, gold_labels, n_words
+            parse.scores[..., 0], label_scores, parse.mask, gold_heads, gold_labels, n_words, self.arc_objective
         )
         return loss, (d_arcs[..., None], d_labels)
 
-    def _gold_arrays(self, examples: List[Example], parse: ParseScores, aligned: Dict[int, Tuple]):
-        """(B, N) gold head units and label ids; -1 where the gold data has no usable arc.
-
-        aligned caches each example's gold parse aligned to the predicted tokens.
+    def gold_arrays(
+        self,
+        examples: List[Example],
+        sentences: List[Tuple[int, int, int]],
+        shape: Tuple[int, int],
+        aligned: Dict,
+        unknown_label: Optional[int] = None,
+    ) -> Tuple[np.ndarray, np.ndarray]:
+        """(B, N) gold head units and label ids of a chunk's sentences (doc index, first token, words)
+        in examples; -1 where the gold data has no usable arc. aligned caches each example's gold
+        parse aligned to the predicted tokens. A gold label the model does not know is an error, or
+        `unknown_label` where one is given (evaluation: the parser cannot get it right).
         """
         label_index = {label: i for i, label in enumerate(self.labels)}
-        shape = parse.mask.shape
         gold_heads = np.full(shape, -1, dtype="int64")
         gold_labels = np.full(shape, -1, dtype="int64")
-        for b, (doc_index, start, n_words) in enumerate(parse.sentences):
+        for b, (doc_index, start, n_words) in enumerate(sentences):
             if doc_index not in aligned:
                 aligned[doc_index] = examples[doc_index].get_aligned_parse(projectivize=False)
             heads, deps = aligned[doc_index]
@@ -188,7 +313,7 @@ class PairAttParser(PairScoringPipe):
                 head, dep = heads[token_i], deps[token_i]
                 if head is None or dep is None or not dep:
                     continue
-                if dep not in label_index:
+                if dep not in label_index and unknown_label is None:
                     raise ValueError(
                         f"pairatt_parser: label {dep!r} on token {token_i} of example "
                         f"{examples[doc_index].reference.text[:80]!r} is not one of the "
@@ -200,7 +325,7 @@ class PairAttParser(PairScoringPipe):
                     gold_heads[b, unit] = head - start + 1
                 else:
                     continue  # the gold head lies in another predicted sentence
-                gold_labels[b, unit] = label_index[dep]
+                gold_labels[b, unit] = label_index.get(dep, unknown_label)
         return gold_heads, gold_labels
 
     def initialize(

@@ -11,6 +11,7 @@ import numpy as np
 from scipy.special import expit, log_softmax, logsumexp, softmax
 
 NEG_INF = -1e9
+ARC_OBJECTIVES = ("local", "tree_crf")
 
 
 def candidate_mask(mask: np.ndarray) -> np.ndarray:
@@ -79,23 +80,69 @@ def biaffine_loss(
     gold_heads: np.ndarray,
     gold_labels: np.ndarray,
     n_words: Optional[int] = None,
+    arc_objective: str = "local",
 ) -> Tuple[float, np.ndarray, np.ndarray]:
-    """Dozat & Manning's loss and its gradients, averaged over gold words: a softmax over the
-    candidate heads of each word, plus a label softmax on its gold arc.
+    """Dozat & Manning's loss and its gradients, averaged over gold words: an arc loss, plus a
+    label softmax on each word's gold arc.
 
     arc_scores (B, N, N); label_scores (B, N, K) the label scores of each unit's gold arc
-    gold_heads[b, i] -> i (what the scorer's `label_scores_at(gold_heads)` gives). Returns the
-    loss, d arc_scores and d label_scores. n_words: as in `paper_loss`.
+    gold_heads[b, i] -> i (what the scorer's `label_scores_at(gold_heads)` gives). arc_objective:
+    "local", a softmax over the candidate heads of each word; "tree_crf", the gold tree's negative
+    log-likelihood among all single-root trees (`tree_crf_arc_loss`). Returns the loss, d arc_scores
+    and d label_scores. n_words: as in `paper_loss`.
     """
     valid = candidate_mask(mask)
     b_idx, i_idx, n_known = _gold_words(gold_heads, n_words)
-    arc_logits = np.where(valid[b_idx, i_idx], arc_scores[b_idx, i_idx], NEG_INF)  # (gold words, N)
-    arc_loss, arc_grad = softmax_rows_loss(arc_logits, gold_heads[b_idx, i_idx])
-    label_loss, label_grad = softmax_rows_loss(label_scores[b_idx, i_idx], gold_labels[b_idx, i_idx])
     d_arcs, d_labels = np.zeros_like(arc_scores), np.zeros_like(label_scores)
-    d_arcs[b_idx, i_idx] = arc_grad * valid[b_idx, i_idx]
+    whole_trees = gold_tree_rows(gold_heads, mask) if arc_objective == "tree_crf" else np.zeros(len(mask), dtype=bool)
+    local = ~whole_trees[b_idx]  # words of sentences without a whole gold tree keep the local loss
+    arc_logits = np.where(valid[b_idx[local], i_idx[local]], arc_scores[b_idx[local], i_idx[local]], NEG_INF)
+    arc_loss, arc_grad = softmax_rows_loss(arc_logits, gold_heads[b_idx[local], i_idx[local]])
+    d_arcs[b_idx[local], i_idx[local]] = arc_grad * valid[b_idx[local], i_idx[local]]
+    if whole_trees.any():
+        tree_loss, d_trees = tree_crf_arc_loss(arc_scores[whole_trees], mask[whole_trees], gold_heads[whole_trees])
+        arc_loss += tree_loss
+        d_arcs[whole_trees] = d_trees
+    label_loss, label_grad = softmax_rows_loss(label_scores[b_idx, i_idx], gold_labels[b_idx, i_idx])
     d_labels[b_idx, i_idx] = label_grad
     return (arc_loss + label_loss) / n_known, d_arcs / n_known, d_labels / n_known
+
+
+def gold_tree_rows(gold_heads: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """(B,) True for the sentences whose every word has a gold head, exactly one of them the root:
+    the gold trees the tree CRF's distribution (single-root trees) can score."""
+    words = mask > 0
+    words[:, 0] = False
+    known = ((gold_heads >= 0) | ~words).all(axis=1)
+    one_root = ((gold_heads == 0) & words).sum(axis=1) == 1
+    return known & one_root & words.any(axis=1)
+
+
+def tree_crf_arc_loss(arc_scores: np.ndarray, mask: np.ndarray, gold_heads: np.ndarray) -> Tuple[float, np.ndarray]:
+    """Summed negative log-likelihood of each sentence's gold tree among all its single-root trees
+    (Koo et al. 2007; SuPar's CRF dependency parser), and its gradient: marginals minus the gold arcs.
+
+    arc_scores (B, N, N) in the decoder's layout; every word of every sentence has a gold head
+    (`gold_tree_rows`). Unused entries get no gradient.
+    """
+    from .marginals import diagonal_to_root_first, root_first_to_diagonal, tree_marginals_with_log_partition
+
+    valid = candidate_mask(mask)
+    logits = np.where(valid, arc_scores, NEG_INF).astype("float64")
+    lengths = (mask > 0).sum(axis=1) - 1
+    marginals, log_z = tree_marginals_with_log_partition(root_first_to_diagonal(logits), lengths)
+    b_idx, i_idx = np.nonzero(gold_heads >= 0)
+    gold_score = np.zeros(len(mask))
+    np.add.at(gold_score, b_idx, logits[b_idx, i_idx, gold_heads[b_idx, i_idx]])
+    d_arcs = diagonal_to_root_first(marginals.numpy())
+    d_arcs[b_idx, i_idx, gold_heads[b_idx, i_idx]] -= 1.0
+    d_arcs *= valid
+    return float((log_z.numpy() - gold_score).sum()), d_arcs.astype(arc_scores.dtype, copy=False)
+
+
+def allowed_labels(heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray) -> np.ndarray:
+    """(..., N, K) the labels the decoder may give each unit: root labels on root arcs, others elsewhere."""
+    return np.where((heads == 0)[..., None], root_allowed, other_allowed)
 
 
 def best_labels(
@@ -106,7 +153,7 @@ def best_labels(
     label_scores (..., N, K): the scores of each unit on its arc heads[..., i] -> i; heads (..., N).
     Labels seen only on root arcs in training stay on root arcs and the others stay off them.
     """
-    allowed = np.where((heads == 0)[..., None], root_allowed, other_allowed)
+    allowed = allowed_labels(heads, root_allowed, other_allowed)
     return np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
 
 

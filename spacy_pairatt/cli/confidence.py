@@ -1,0 +1,128 @@
+"""calibrate, review: how sure the parser is (`spacy_pairatt.confidence`), measured and put to use."""
+
+import heapq
+import json
+import sys
+from pathlib import Path
+
+from .parse import at_least_one
+
+
+def calibrate(args) -> None:
+    """Fit the temperatures on dev, store them in the pipeline, report calibration on dev and test."""
+    import spacy
+
+    from ..evaluation.calibration import calibration_report, collect_decoded, plot_reliability
+    from ..json_files import write_json
+    from ..provenance import model_provenance, provenance
+
+    for path in (args.model, args.dev, args.test):
+        if not Path(path).exists():
+            raise SystemExit(f"python -m spacy_pairatt calibrate: error: there is nothing at {path}")
+    nlp = spacy.load(args.model)
+    parsers = [name for name, pipe in nlp.pipeline if hasattr(pipe, "decode_chunks")]
+    if not parsers:
+        raise SystemExit(f"python -m spacy_pairatt calibrate: error: {args.model} has no pairatt_parser")
+    parser = nlp.get_pipe(parsers[0])
+    parser.cfg.update(arc_temperature=1.0, label_temperature=1.0)
+    report = calibration_report(collect_decoded(nlp, args.dev), collect_decoded(nlp, args.test))
+    report.update(model=str(args.model), dev=str(args.dev), test=str(args.test), parser=parsers[0])
+    report["model_config"] = model_provenance(nlp, args.model)
+    report["provenance"] = provenance(seed=report["model_config"]["seed"])
+    if not args.no_store:
+        parser.cfg.update(arc_temperature=report["arc_temperature"], label_temperature=report["label_temperature"])
+        nlp.to_disk(args.store_in or args.model)
+        report["stored_in"] = str(args.store_in or args.model)
+    if args.plot:
+        plot_reliability(report, args.plot)
+    print(write_json(args.output, report, sort_keys=True) if args.output else json.dumps(report, indent=2))
+
+
+def review(args) -> None:
+    """Parse a file and list its least confident sentences first: where a person should look."""
+    from ..parse_files.errors import ParseCommandError
+    from ..parse_files.files import open_input
+    from ..parse_files.parsing import StopAtError, load_pipeline, parse_docs
+    from ..parse_files.reading import SOURCE_KEY, read_documents
+
+    try:
+        with open_input(args.input) as stream:
+            nlp = load_pipeline(args.model)
+            least_sure = []  # a heap of the `top` least confident sentences, kept as (-confidence, ...)
+            sources = StopAtError(read_documents(stream, args.input_format))
+            for order, doc in enumerate(parse_docs(nlp, sources, args.batch_size)):
+                for sent in doc.sents:
+                    confidence = sent._.parse_confidence
+                    if confidence is None:
+                        continue
+                    entry = (-confidence, -order, -sent.start, review_record(doc.user_data[SOURCE_KEY]["id"], sent))
+                    if len(least_sure) < args.top:
+                        heapq.heappush(least_sure, entry)
+                    else:
+                        heapq.heappushpop(least_sure, entry)
+            if sources.error is not None:
+                raise sources.error
+    except ParseCommandError as error:
+        raise SystemExit(f"python -m spacy_pairatt review: error: {error}") from error
+    records = [entry[-1] for entry in sorted(least_sure, key=lambda entry: entry[:3], reverse=True)]
+    output = open(args.output, "w", encoding="utf8") if args.output else sys.stdout
+    try:
+        for record in records:
+            output.write(json.dumps(record, ensure_ascii=False) + "\n" if args.json else review_line(record))
+    finally:
+        if args.output:
+            output.close()
+
+
+def review_record(doc_id: str, sent) -> dict:
+    """A sentence's confidence, text and its least sure arc."""
+    weakest = min(sent, key=lambda token: token._.head_prob if token._.head_prob is not None else 1.0)
+    return {
+        "id": doc_id,
+        "parse_confidence": round(sent._.parse_confidence, 6),
+        "text": sent.text,
+        "least_sure_arc": {
+            "token": weakest.i,
+            "text": weakest.text,
+            "head": weakest.head.i,
+            "head_text": weakest.head.text,
+            "dep": weakest.dep_,
+            "head_prob": round(weakest._.head_prob, 4),
+            "head_candidates": [[head, round(prob, 4)] for head, prob in weakest._.head_candidates],
+        },
+    }
+
+
+def review_line(record: dict) -> str:
+    arc = record["least_sure_arc"]
+    return (
+        f"{record['parse_confidence']:.4f}\t{record['id']}\t{record['text']}\n"
+        f"\tleast sure: {arc['text']} <-{arc['dep']}- {arc['head_text']} (p={arc['head_prob']:.2f})\n"
+    )
+
+
+def add_commands(commands) -> None:
+    """Its commands on the `python -m spacy_pairatt` subparsers."""
+    calibration = commands.add_parser(
+        "calibrate",
+        help="fit the parser's confidence temperatures on dev, store them in the pipeline, report ECE on dev and test",
+    )
+    calibration.add_argument("model", help="path of a pipeline with a pairatt_parser")
+    calibration.add_argument("dev", help=".spacy corpus the temperatures are fitted on")
+    calibration.add_argument("test", help=".spacy corpus calibration is reported on")
+    calibration.add_argument("--output", help="JSON file for the report (e.g. results/calibration.json)")
+    calibration.add_argument("--plot", help="PNG file for the reliability diagrams")
+    calibration.add_argument("--store-in", help="save the calibrated pipeline here instead of over MODEL")
+    calibration.add_argument("--no-store", action="store_true", help="report only; leave the pipeline as it is")
+    calibration.set_defaults(func=calibrate)
+    reviewing = commands.add_parser(
+        "review", help="parse a file and list its least confident sentences first (where to look first)"
+    )
+    reviewing.add_argument("model", help="package name or path of a pipeline with a pairatt_parser")
+    reviewing.add_argument("input", help="text (one document a line) or CoNLL-U file, or - for stdin")
+    reviewing.add_argument("--input-format", default="text", choices=("text", "conllu"))
+    reviewing.add_argument("--top", type=at_least_one, default=20, help="sentences to list (default: 20)")
+    reviewing.add_argument("--batch-size", type=at_least_one, default=64, help="documents per batch (default: 64)")
+    reviewing.add_argument("--json", action="store_true", help="one JSON object per sentence instead of text")
+    reviewing.add_argument("--output", help="file to write (default: stdout)")
+    reviewing.set_defaults(func=review)

@@ -1,0 +1,178 @@
+"""Tree marginals and the tree-CRF loss against brute force over every single-root tree."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import logsumexp
+
+from spacy_pairatt import tree_marginals
+from spacy_pairatt.core.marginals import (
+    decoded_tree_confidence,
+    diagonal_to_root_first,
+    log_partition,
+    root_first_to_diagonal,
+)
+from spacy_pairatt.core.objectives import biaffine_loss, gold_tree_rows, tree_crf_arc_loss
+
+
+def single_root_trees(n: int) -> np.ndarray:
+    """Every head assignment of n words (heads[i] == i: the root) that is one tree with one root."""
+    assignments = np.array(list(itertools.product(range(n), repeat=n)), dtype=np.int64).reshape(-1, n)
+    words = np.arange(n)
+    one_root = (assignments == words).sum(axis=1) == 1
+    node = np.broadcast_to(words, assignments.shape).copy()
+    for _ in range(n):  # follow heads n times: every word of a tree has reached the root by then
+        node = np.take_along_axis(assignments, node, axis=1)
+    reaches_root = (np.take_along_axis(assignments, node, axis=1) == node).all(axis=1)
+    return assignments[one_root & reaches_root]
+
+
+def brute_force(scores: np.ndarray):
+    """(marginals, log Z) by enumerating all single-root trees."""
+    n = len(scores)
+    trees = single_root_trees(n)
+    tree_scores = scores[np.arange(n), trees].sum(axis=1)
+    log_z = logsumexp(tree_scores)
+    marginals = np.zeros((n, n))
+    for tree, probability in zip(trees, np.exp(tree_scores - log_z)):
+        marginals[np.arange(n), tree] += probability
+    return marginals, log_z
+
+
+def test_tree_count_is_cayleys():
+    assert [len(single_root_trees(n)) for n in range(1, 6)] == [n ** (n - 1) for n in range(1, 6)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 10_000), scale=st.sampled_from([0.1, 1.0, 5.0, 30.0]))
+def test_marginals_equal_brute_force(n, seed, scale):
+    scores = np.random.default_rng(seed).normal(size=(n, n)) * scale
+    expected, expected_log_z = brute_force(scores)
+    marginals = tree_marginals(scores)
+    np.testing.assert_allclose(marginals, expected, atol=1e-6)
+    np.testing.assert_allclose(marginals.sum(axis=1), 1.0, atol=1e-9)
+    assert float(log_partition(scores)) == pytest.approx(expected_log_z, abs=1e-6)
+
+
+def test_impossible_arcs_get_no_mass_and_a_batch_equals_each_sentence():
+    rng = np.random.default_rng(1)
+    sentences = [rng.normal(size=(n, n)) for n in (4, 1, 6)]
+    sentences[0][2, :] = -np.inf
+    sentences[0][2, 3] = 0.5  # word 2 can only take word 3 as head
+    batch = np.full((3, 6, 6), -7.0)
+    for b, scores in enumerate(sentences):
+        batch[b, : len(scores), : len(scores)] = scores
+    marginals = tree_marginals(batch, lengths=[4, 1, 6])
+    for b, scores in enumerate(sentences):
+        n = len(scores)
+        np.testing.assert_allclose(marginals[b, :n, :n], brute_force(scores)[0], atol=1e-9)
+        assert not marginals[b, n:].any() and not marginals[b, :, n:].any()
+    assert marginals[0, 2, 3] == pytest.approx(1.0)
+
+
+def test_one_dominant_tree_has_probability_one_without_overflow():
+    n = 6
+    heads = np.array([1, 1, 1, 2, 3, 3])  # word 1 the root
+    scores = np.full((n, n), -500.0)
+    scores[np.arange(n), heads] = 800.0
+    scores[4, 0] = 795.0  # one small competitor: about e^-5 of the mass of word 4
+    marginals = tree_marginals(scores)
+    assert np.isfinite(marginals).all()
+    assert marginals[np.arange(n), heads][[0, 1, 2, 3, 5]] == pytest.approx(1.0, abs=1e-12)
+    expected, _ = brute_force(scores)
+    assert marginals[4, 0] == pytest.approx(expected[4, 0], rel=1e-9)
+    assert marginals[4, 0] == pytest.approx(np.exp(-5) / (1 + np.exp(-5)), rel=1e-6)
+    assert float(log_partition(scores)) == pytest.approx(brute_force(scores)[1], rel=1e-12)
+
+
+def test_log_partition_gradient_is_the_marginals_and_marginals_pass_gradcheck():
+    scores = torch.tensor(np.random.default_rng(2).normal(size=(5, 5)), requires_grad=True)
+    (gradient,) = torch.autograd.grad(log_partition(scores), scores)
+    np.testing.assert_allclose(gradient.numpy(), tree_marginals(scores.detach().numpy()), atol=1e-10)
+    small = torch.tensor(np.random.default_rng(3).normal(size=(4, 4)), requires_grad=True)
+    assert torch.autograd.gradcheck(tree_marginals, (small,), eps=1e-6, atol=1e-6)
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ValueError, match="NaN"):
+        tree_marginals(np.array([[0.0, np.nan], [0.0, 0.0]]))
+    with pytest.raises(ValueError, match="shape"):
+        tree_marginals(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="lengths"):
+        tree_marginals(np.zeros((1, 3, 3)), lengths=[4])
+
+
+def test_layouts_convert_both_ways():
+    arcs = np.random.default_rng(4).normal(size=(2, 5, 5))
+    diagonal = root_first_to_diagonal(arcs)
+    assert diagonal[0, 1, 1] == arcs[0, 2, 0] and diagonal[1, 0, 3] == arcs[1, 1, 4]
+    back = diagonal_to_root_first(diagonal)
+    np.testing.assert_array_equal(back[:, 1:, :], np.where(np.eye(5, dtype=bool)[1:], 0, arcs[:, 1:, :]))
+
+
+def decoder_layout(n: int, seed: int):
+    """A (1, n + 1, n + 1) score matrix in the decoder's layout, unit 0 the root, and its mask."""
+    arcs = np.random.default_rng(seed).normal(size=(1, n + 1, n + 1)) * 2
+    return arcs, np.ones((1, n + 1))
+
+
+def test_decoded_tree_confidence_reads_the_marginals_of_the_chosen_tree():
+    n, k = 4, 3
+    arcs, _ = decoder_layout(n, 5)
+    heads = np.array([[-1, 2, 0, 2, 3]])
+    label_scores = np.random.default_rng(6).normal(size=(1, n + 1, 3))
+    allowed = np.ones((1, n + 1, 3), dtype=bool)
+    labels = label_scores.argmax(-1)
+    result = decoded_tree_confidence(arcs, np.array([n]), heads, label_scores, allowed, labels, n_candidates=k)
+    marginals, log_z = brute_force(root_first_to_diagonal(arcs)[0])
+    chosen = [marginals[i - 1, i - 1] if heads[0, i] == 0 else marginals[i - 1, heads[0, i] - 1] for i in range(1, 5)]
+    np.testing.assert_allclose(result["head_prob"][0, 1:], chosen, atol=1e-9)
+    label_probs = np.exp(label_scores - logsumexp(label_scores, axis=-1, keepdims=True))
+    np.testing.assert_allclose(result["dep_prob"][0, 1:], label_probs.max(-1)[0, 1:], atol=1e-9)
+    tree = sum(arcs[0, i, heads[0, i]] for i in range(1, 5))
+    expected_tree = np.exp(tree - log_z) * label_probs.max(-1)[0, 1:].prod()
+    assert result["tree_prob"][0] == pytest.approx(expected_tree, rel=1e-9)
+    candidate_probs = result["candidate_probs"][0, 1:]
+    assert (np.diff(candidate_probs, axis=1) <= 0).all()
+    assert candidate_probs[:, 0] == pytest.approx(result["marginals"][0, 1:].max(axis=1))
+    hotter = decoded_tree_confidence(arcs, np.array([n]), heads, label_scores, allowed, labels, 3.0, 3.0)
+    assert np.abs(hotter["head_prob"][0, 1:] - 0.5).max() < np.abs(result["head_prob"][0, 1:] - 0.5).max()
+
+
+def test_tree_crf_loss_is_the_gold_trees_negative_log_likelihood_with_its_gradient():
+    n = 4
+    arcs, mask = decoder_layout(n, 7)
+    gold = np.array([[-1, 2, 0, 2, 2]])
+    loss, d_arcs = tree_crf_arc_loss(arcs, mask, gold)
+    marginals, log_z = brute_force(root_first_to_diagonal(arcs)[0])
+    gold_score = sum(arcs[0, i, gold[0, i]] for i in range(1, n + 1))
+    assert loss == pytest.approx(log_z - gold_score, rel=1e-9)
+    numeric = np.zeros_like(arcs)
+    for i, j in itertools.product(range(1, n + 1), range(n + 1)):
+        if i == j:
+            continue
+        step = np.zeros_like(arcs)
+        step[0, i, j] = 1e-6
+        numeric[0, i, j] = (
+            tree_crf_arc_loss(arcs + step, mask, gold)[0] - tree_crf_arc_loss(arcs - step, mask, gold)[0]
+        ) / 2e-6
+    np.testing.assert_allclose(d_arcs, numeric, atol=1e-6)
+
+
+def test_biaffine_loss_takes_the_tree_crf_only_for_whole_gold_trees():
+    arcs = np.random.default_rng(8).normal(size=(2, 5, 5))
+    mask = np.ones((2, 5))
+    gold = np.array([[-1, 2, 0, 2, 2], [-1, 2, 0, -1, 2]])  # sentence 1 lacks word 3's head
+    labels = np.array([[-1, 0, 1, 0, 0], [-1, 0, 1, -1, 0]])
+    label_scores = np.zeros((2, 5, 2))
+    assert gold_tree_rows(gold, mask).tolist() == [True, False]
+    _, d_local, _ = biaffine_loss(arcs, label_scores, mask, gold, labels)
+    _, d_crf, _ = biaffine_loss(arcs, label_scores, mask, gold, labels, arc_objective="tree_crf")
+    np.testing.assert_allclose(d_crf[1], d_local[1])  # the partial sentence keeps the local loss
+    assert not np.allclose(d_crf[0], d_local[0])
+    n_known = int((gold >= 0).sum())
+    np.testing.assert_allclose(d_crf[0], tree_crf_arc_loss(arcs[:1], mask[:1], gold[:1])[1][0] / n_known)
