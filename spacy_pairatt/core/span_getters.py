@@ -97,14 +97,25 @@ def wordpiece_budget(tokenizer, model) -> int:
     """Wordpieces one span may hold: the encoder's positions less its special tokens.
 
     spacy-transformers truncates at `tokenizer.model_max_length`; some tokenizers leave that
-    unset (a huge number), so the transformer's position embeddings bound it too.
+    unset (a huge number), so the transformer's usable positions bound it too.
     """
     limit = tokenizer.model_max_length
-    transformer = getattr(model, "transformer", None)
-    positions: Optional[int] = getattr(getattr(transformer, "config", None), "max_position_embeddings", None)
+    positions = usable_positions(getattr(model, "transformer", None))
     if positions is not None:
         limit = min(limit, positions)
     return int(limit) - tokenizer.num_special_tokens_to_add(pair=False)
+
+
+def usable_positions(transformer) -> Optional[int]:
+    """How many positions an encoder can number: `max_position_embeddings`, less the ids up to
+    its padding id where it numbers positions after that id (RoBERTa and MPNet: 514 - 2 = 512;
+    BERT: all 512). None for an encoder without position embeddings."""
+    positions: Optional[int] = getattr(getattr(transformer, "config", None), "max_position_embeddings", None)
+    if positions is None:
+        return None
+    embeddings = getattr(getattr(transformer, "embeddings", None), "position_embeddings", None)
+    padding_idx = getattr(embeddings, "padding_idx", None)
+    return positions if padding_idx is None else positions - (padding_idx + 1)
 
 
 def check_window(get_spans: Callable, budget: int) -> None:

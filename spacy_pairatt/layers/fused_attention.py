@@ -1,5 +1,5 @@
-"""Eager self-attention in fewer passes, for the BERT and RoBERTa encoders whose attention the
-parser reads.
+"""Eager self-attention in fewer passes, for the BERT, RoBERTa and MPNet encoders whose attention
+the parser reads.
 
 Attention weights are only returned by the eager implementation (SDPA fuses them away), and
 Hugging Face's eager BERT self-attention makes a pass over the (B, H, P, P) scores for each of a
@@ -8,16 +8,46 @@ three linear maps. Here one linear map gives Q, K and V, one `baddbmm` gives the
 the mask added, then the softmax and one `bmm`. Same outputs to float rounding (tests compare both
 forwards and gradients with the original); what it gains is bench/speed.py's (a) against (a0)
 (results/bench.md). Whatever else the original supports (cross-attention, a key/value cache,
-relative positions, head masks) goes to it.
+BERT's relative position embeddings, head masks) goes to it.
+
+MPNet has only eager attention. Its self-attention module holds the output projection `o` as
+well, and adds a relative position bias (B, H, P, P) that its encoder computes once and hands to
+every layer: the bias and the mask are added once, before the same `baddbmm`.
 """
 
 import math
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import torch
 from torch import nn
 from transformers.models.bert.modeling_bert import BertSelfAttention
+from transformers.models.mpnet.modeling_mpnet import MPNetSelfAttention
 from transformers.models.roberta.modeling_roberta import RobertaSelfAttention
+
+
+def fused_attention(
+    hidden_states: torch.Tensor,
+    projections: Sequence[nn.Linear],
+    additive: torch.Tensor,
+    n_heads: int,
+    dropout: nn.Module,
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(context (B, P, H * d), weights (B, H, P, P)) of softmax(Q K^T / sqrt(d) + additive) V.
+
+    projections: the query, key and value maps, applied as one; additive: what the scores get
+    added before the softmax (the mask, and MPNet's position bias), broadcastable to (B, H, P, P).
+    """
+    batch, width, _ = hidden_states.shape
+    weight = torch.cat([linear.weight for linear in projections])
+    bias = torch.cat([linear.bias for linear in projections])
+    head_size = weight.shape[0] // (3 * n_heads)
+    qkv = nn.functional.linear(hidden_states, weight, bias).view(batch, width, 3, n_heads, head_size)
+    query, key, value = (part.reshape(batch * n_heads, width, head_size) for part in qkv.permute(2, 0, 3, 1, 4))
+    additive = additive.expand(batch, n_heads, additive.shape[-2], width).reshape(batch * n_heads, -1, width)
+    scores = torch.baddbmm(additive, query, key.transpose(1, 2), alpha=1 / math.sqrt(head_size))
+    probs = dropout(torch.softmax(scores, dim=-1))
+    context = torch.bmm(probs, value).view(batch, n_heads, width, head_size).transpose(1, 2)
+    return context.reshape(batch, width, n_heads * head_size), probs.view(batch, n_heads, width, width)
 
 
 class FusedSelfAttentionMixin:
@@ -50,19 +80,10 @@ class FusedSelfAttentionMixin:
                 past_key_value,
                 output_attentions,
             )
-        batch, width, _ = hidden_states.shape
-        n_heads, head_size = self.num_attention_heads, self.attention_head_size
-        weight = torch.cat([self.query.weight, self.key.weight, self.value.weight])
-        bias = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        qkv = nn.functional.linear(hidden_states, weight, bias).view(batch, width, 3, n_heads, head_size)
-        query, key, value = (part.reshape(batch * n_heads, width, head_size) for part in qkv.permute(2, 0, 3, 1, 4))
-        mask = attention_mask.expand(batch, n_heads, attention_mask.shape[-2], width)
-        mask = mask.reshape(batch * n_heads, -1, width)
-        scores = torch.baddbmm(mask, query, key.transpose(1, 2), alpha=1 / math.sqrt(head_size))
-        probs = self.dropout(torch.softmax(scores, dim=-1))
-        context = torch.bmm(probs, value).view(batch, n_heads, width, head_size).transpose(1, 2)
-        context = context.reshape(batch, width, self.all_head_size)
-        return (context, probs.view(batch, n_heads, width, width)) if output_attentions else (context,)
+        context, probs = fused_attention(
+            hidden_states, (self.query, self.key, self.value), attention_mask, self.num_attention_heads, self.dropout
+        )
+        return (context, probs) if output_attentions else (context,)
 
 
 class FusedBertSelfAttention(FusedSelfAttentionMixin, BertSelfAttention):
@@ -73,11 +94,36 @@ class FusedRobertaSelfAttention(FusedSelfAttentionMixin, RobertaSelfAttention):
     pass
 
 
-FUSED_CLASSES = {BertSelfAttention: FusedBertSelfAttention, RobertaSelfAttention: FusedRobertaSelfAttention}
+class FusedMPNetSelfAttention(MPNetSelfAttention):
+    """`MPNetSelfAttention.forward` in fewer passes: its position bias joins the mask (module docstring)."""
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: Optional[torch.Tensor] = None,
+        head_mask: Optional[torch.Tensor] = None,
+        position_bias: Optional[torch.Tensor] = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ):
+        if attention_mask is None or position_bias is None or head_mask is not None:
+            return super().forward(hidden_states, attention_mask, head_mask, position_bias, output_attentions, **kwargs)
+        projections = (self.q, self.k, self.v)
+        additive = position_bias + attention_mask
+        context, probs = fused_attention(hidden_states, projections, additive, self.num_attention_heads, self.dropout)
+        output = self.o(context)
+        return (output, probs) if output_attentions else (output,)
+
+
+FUSED_CLASSES = {
+    BertSelfAttention: FusedBertSelfAttention,
+    RobertaSelfAttention: FusedRobertaSelfAttention,
+    MPNetSelfAttention: FusedMPNetSelfAttention,
+}
 
 
 def fuse_self_attention(model: nn.Module) -> int:
-    """Give every eager BERT / RoBERTa self-attention module of `model` the fused forward, in
+    """Give every eager BERT / RoBERTa / MPNet self-attention module of `model` the fused forward, in
     place (same parameters, so state dicts and saved weights are unchanged); returns how many.
     Modules of other classes (SDPA, other architectures) are left as they are."""
     fused = 0
