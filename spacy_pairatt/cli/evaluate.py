@@ -15,9 +15,14 @@ def evaluate(args) -> None:
 
         spacy.require_gpu(args.gpu_id)
     try:
-        result = evaluate_pipeline(args.model, args.data, args.sentences, decoder=args.decoder, without=args.without)
+        options = dict(decoder=args.decoder, without=args.without, per_document=bool(args.arcs))
+        result = evaluate_pipeline(args.model, args.data, args.sentences, **options)
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt evaluate: error: {error}") from error
+    if args.arcs:
+        from ..json_files import write_json
+
+        write_json(args.arcs, result.pop("arc_counts"), compact=True)
     report_json(result, args.output)
 
 
@@ -156,6 +161,9 @@ def add_commands(commands) -> None:
         "--decoder", choices=("mst", "greedy"), help="decode every pairatt_parser this way (default: as saved)"
     )
     evaluation.add_argument("--gpu-id", type=int, default=-1, help="GPU to parse on (-1: CPU)")
+    evaluation.add_argument(
+        "--arcs", help="JSON file for each document's arc counts (what a paired bootstrap between two models reads)"
+    )
     evaluation.add_argument(
         "--without", nargs="+", default=[], metavar="NAME", help="components to remove before parsing (timing)"
     )

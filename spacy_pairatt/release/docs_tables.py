@@ -30,6 +30,7 @@ from .blocks import (
     width_sweep_block,
 )
 from .curve_blocks import attention_curve_block, attention_curve_summary_block
+from .encoder_blocks import encoders_block
 from .footprint import requirements_block
 from .limits import limits_block
 from .results import Results
@@ -57,6 +58,7 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "attention-curve-summary": attention_curve_summary_block,
     "limits": limits_block,
     "requirements": requirements_block,
+    "encoders": encoders_block,
 }
 
 

@@ -1,0 +1,136 @@
+"""results/encoders.json: one row per (encoder, config) of the parser, from the runs' own result files.
+
+Each row gathers what the project's commands already write for a run: `evaluate` on EWT dev and
+test (spaCy's scorer, punctuation excluded), `bench/run_cost.py` for the training's wall time and
+peak RSS, `bench/speed.py` for words/s and the parser's speed over the transformer's (b/a). A row
+whose files are not there yet is listed as not run, with the files it waits for: nothing is
+filled in from elsewhere. On MPNet the paper's question, fine-tuned hidden states with attention
+against without (ft:emb+att - ft:emb), is the paired bootstrap over test sentences
+(`bootstrap.paired_bootstrap_seeds`) on every training seed both runs have per-document arc counts for.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from ..json_files import read_json, write_json
+from ..provenance import provenance
+from .bootstrap import paired_bootstrap_seeds
+
+
+@dataclass(frozen=True)
+class EncoderRun:
+    """Where one (encoder, config) run's result files are, relative to the results folder."""
+
+    encoder: str
+    config: str
+    attention: bool
+    dev: str
+    test: str
+    training_cost: str
+    speed: Optional[str]  # None where bench/speed.py does not time it (a parser without attention)
+    # per training seed, the `evaluate --arcs` file on EWT test (what the paired bootstrap reads)
+    test_arcs: Tuple[Tuple[int, str], ...] = ()
+
+    @property
+    def files(self) -> Dict[str, str]:
+        files = {"dev": self.dev, "test": self.test, "training_cost": self.training_cost, "speed": self.speed}
+        return {what: name for what, name in files.items() if name is not None}
+
+
+MINILM = "all-MiniLM-L6-v2"
+MPNET = "all-mpnet-base-v2"
+ENCODER_RUNS = (
+    EncoderRun(
+        MINILM, "configs/parser_minilm.cfg", True,
+        "pairatt_dev.json", "pairatt_test.json", "train_pairatt_cost.json", "bench_speed.json",
+    ),
+    EncoderRun(
+        MPNET, "configs/parser_mpnet.cfg", True,
+        "mpnet_dev.json", "mpnet_test.json", "train_mpnet_cost.json", "bench_speed_mpnet.json",
+        ((0, "mpnet_test_arcs.json"), (1, "mpnet_seed1_test_arcs.json")),
+    ),
+    EncoderRun(
+        MPNET, "configs/parser_mpnet_emb.cfg", False,
+        "mpnet_emb_dev.json", "mpnet_emb_test.json", "train_mpnet_emb_cost.json", None,
+        ((0, "mpnet_emb_test_arcs.json"), (1, "mpnet_emb_seed1_test_arcs.json")),
+    ),
+)  # fmt: skip
+# (with attention, without): the rows whose difference answers the paper's question on an encoder
+ATTENTION_PAIRS = ((ENCODER_RUNS[1], ENCODER_RUNS[2]),)
+
+
+def split_scores(result: Optional[Dict]) -> Optional[Dict[str, float]]:
+    """UAS and LAS in percent from an `evaluate` file (spaCy's scorer, punctuation excluded)."""
+    if result is None:
+        return None
+    return {metric: 100 * result["scores"][f"dep_{metric}"] for metric in ("uas", "las")}
+
+
+def encoder_row(results_dir: Path, run: EncoderRun) -> Dict:
+    """A run's row: its scores, speed and training cost where their files exist, `missing` the others."""
+    found = {what: read_json(results_dir / name) for what, name in run.files.items()}
+    speed = (found.get("speed") or {}).get("inference", {})
+    cost = found["training_cost"] or {}
+    missing = [name for what, name in run.files.items() if found[what] is None]
+    return {
+        "encoder": run.encoder,
+        "config": run.config,
+        "attention": run.attention,
+        "status": "run" if not missing else "not run" if len(missing) == len(run.files) else "partly run",
+        "dev": split_scores(found["dev"]),
+        "test": split_scores(found["test"]),
+        "words_per_s": speed.get("median_words_per_second", {}).get("b_pairatt"),
+        "b_over_a": speed.get("ratio_b_over_a"),
+        "training_wall_s": cost.get("wall_seconds"),
+        "peak_rss_mb": cost.get("peak_rss_mb"),
+        "files": {what: f"results/{name}" for what, name in run.files.items()},
+        "missing": [f"results/{name}" for name in missing],
+    }
+
+
+def attention_comparison(results_dir: Path, with_attention: EncoderRun, without: EncoderRun, resamples: int) -> Dict:
+    """ft:emb+att - ft:emb on EWT test LAS (and UAS), pooled over the seeds both runs have arcs for."""
+    with_files, without_files = dict(with_attention.test_arcs), dict(without.test_arcs)
+    pairs = {
+        seed: (read_json(results_dir / with_files[seed]), read_json(results_dir / without_files[seed]))
+        for seed in sorted(with_files.keys() & without_files.keys())
+    }
+    seeds = [seed for seed, (better, worse) in pairs.items() if better is not None and worse is not None]
+    if not seeds:
+        needed = [f"results/{files[seed]}" for seed in sorted(pairs)[:1] for files in (with_files, without_files)]
+        return {"status": "not run", "needs": needed}
+    better, worse = [pairs[seed][0] for seed in seeds], [pairs[seed][1] for seed in seeds]
+    las, uas = (paired_bootstrap_seeds(better, worse, metric, resamples) for metric in ("las", "uas"))
+    return {
+        "status": "run",
+        "metric": "las",
+        "difference": las["difference"],
+        "interval": [las["low"], las["high"]],
+        "p_not_better": las["p_not_better"],
+        "by_seed": las["by_seed"],
+        "seeds": seeds,
+        "uas": {"difference": uas["difference"], "interval": [uas["low"], uas["high"]]},
+        "resamples": resamples,
+    }
+
+
+def encoders_table(results_dir: Path, resamples: int = 10_000) -> Dict:
+    """Every row of ENCODER_RUNS; the attention comparison in the row that has attention."""
+    rows = [encoder_row(results_dir, run) for run in ENCODER_RUNS]
+    for with_attention, without in ATTENTION_PAIRS:
+        row = rows[ENCODER_RUNS.index(with_attention)]
+        row["ft_emb_vs_emb_att"] = attention_comparison(results_dir, with_attention, without, resamples)
+    return {"rows": rows}
+
+
+def write_encoders_table(results_dir: Path, output_json: Path, output_md: Optional[Path]) -> Dict:
+    """Write results/encoders.json (and the table as markdown) from the runs' result files."""
+    from ..release.encoder_blocks import encoders_markdown
+
+    table = {**encoders_table(results_dir), "provenance": provenance()}
+    write_json(output_json, table)
+    if output_md is not None:
+        Path(output_md).write_text(encoders_markdown(table) + "\n", encoding="utf8")
+    print(encoders_markdown(table))
+    return table
