@@ -1,6 +1,8 @@
 """`python -m spacy_pairatt`: the project's commands, one subcommand each."""
 
 import argparse
+import os
+import sys
 
 from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
 from . import ablation, attention_curve, corpora, encoders, evaluate, parse, probing, release, tokenizer
@@ -24,6 +26,9 @@ def main(argv=None) -> None:
     command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
     try:
         args.func(args)
+    except BrokenPipeError:  # stdout's reader stopped (`| head`): it has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet
+        raise SystemExit(0) from None
     except OSError as error:
         raise SystemExit(f"python -m spacy_pairatt {command}: error: {one_line(error)}") from error
     except KeyboardInterrupt:

@@ -7,7 +7,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Optional, TextIO
+from typing import BinaryIO, Callable, Iterator, NoReturn, Optional, TextIO
 
 from .errors import ParseCommandError
 
@@ -22,19 +22,22 @@ class Output:
         try:
             self.stream.write(text)
         except OSError as error:
-            raise self.error(error) from error
+            self.fail(error)
 
     def flush(self) -> None:
         try:
             self.stream.flush()
         except OSError as error:
-            raise self.error(error) from error
+            self.fail(error)
 
-    def error(self, error: OSError) -> ParseCommandError:
+    def fail(self, error: OSError) -> NoReturn:
+        """A ParseCommandError naming the output; a closed stdout pipe (`parse ... | head`) stays a
+        BrokenPipeError, which is no failure: the reader has what it wanted (the CLI exits 0)."""
         if isinstance(error, BrokenPipeError) and self.stream is sys.stdout:
-            # nobody reads stdout any more: the interpreter's last flush must not fail again
+            # the interpreter's last flush must not fail again
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return ParseCommandError(f"cannot write the output {self.name}: {error.strerror or error}")
+            raise error
+        raise ParseCommandError(f"cannot write the output {self.name}: {error.strerror or error}") from error
 
 
 @dataclass
@@ -113,7 +116,7 @@ class OutputTarget:
                 try:
                     os.fsync(stream.fileno())
                 except OSError as error:
-                    raise output.error(error) from error
+                    output.fail(error)
         except BaseException:
             try:
                 stream.close()
@@ -123,7 +126,7 @@ class OutputTarget:
         try:
             stream.close()
         except OSError as error:
-            raise output.error(error) from error
+            output.fail(error)
 
 
 def current_umask() -> int:
