@@ -48,6 +48,8 @@ RULE_EXAMPLES = [
     ("added_special_cases", "on Wed. at Ft. Worth", "on We d. at Ft . Worth", "on Wed. at Ft. Worth"),
     ("dropped_special_cases", "and/or (see):", "and/or ( see ):", "and / or ( see ) :"),
     ("numeral_plurals", "the 60's and Bush's", "the 60 's and Bush 's", "the 60's and Bush 's"),
+    ("yall_clitics", "y'all'd've y’all’re y'all", "y'all'd've y’all’re y' all", "y' all 'd 've y’ all ’re y' all"),
+    ("cased_special_cases", "DON'T GONNA Don't I'M", "DON'T GONNA Do n't I'M", "DO N'T GON NA Do n't I 'M"),
 ]  # fmt: skip
 
 # A gold sentence with three multiword tokens (7 tokens, 10 words), in UD 2.16's way.
@@ -230,3 +232,14 @@ def test_ud_tokenize_writes_to_stdout(tmp_path, capsys, monkeypatch):
     main(["ud-tokenize", CONFIG, "-"])
     lines = [line.split("\t")[:2] for line in capsys.readouterr().out.splitlines() if not line.startswith("#") and line]
     assert lines == [["1", "I"], ["2-3", "can't"], ["2", "ca"], ["3", "n't"], ["4", "go"], ["5", "!!"]]
+
+
+def test_upper_and_title_case_clitics_split_as_their_lower_case_forms():
+    """Issue 47: `DON'T`, `GONNA` and `Y'all'd've` get the words and multiword tokens of `don't`,
+    `gonna` and `y'all'd've`."""
+    tokenizer = ud_english_tokenizer(spacy.blank("en").vocab)
+    for text in ("DON'T", "GONNA", "Y'all'd've", "Y'ALL'D'VE", "WE'RE", "CAN'T"):
+        cased, lower = tokenizer(text), tokenizer(text.lower())
+        assert [token.text.lower() for token in cased] == [token.text for token in lower], text
+        assert [token.norm_ for token in cased] == [token.norm_ for token in lower], text
+        assert multiword_tokens(cased[:]) == multiword_tokens(lower[:]) != [], text

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Sequence
 
+import numpy as np
 from spacy.lang.char_classes import ALPHA, HYPHENS
 from spacy.lang.en import English
 from spacy.symbols import ORTH
@@ -207,6 +208,38 @@ def numeral_plurals(rules: TokenizerRules) -> TokenizerRules:
     return replace(rules, suffixes=replaced(rules.suffixes, SPACY_S_SUFFIXES, lambda entry: rf"(?<![0-9]){entry}"))
 
 
+# What spaCy splits after `you` (`you'd've` = `you` `'d` `'ve`), which it does not after `y'all`.
+YALL_CLITICS = ("'d", "'ve", "'d've", "'ll", "'re")
+
+
+def yall_clitics(rules: TokenizerRules) -> TokenizerRules:
+    """`y'all'd've` is `y'` `all` `'d` `'ve`: spaCy's pieces of `y'all`, then those of `you'd've` after `you`."""
+    added = {}
+    for apostrophe in "'’":
+        host = rules.special_cases[f"y{apostrophe}all"]
+        for clitics in YALL_CLITICS:
+            clitics = clitics.replace("'", apostrophe)
+            added[f"y{apostrophe}all{clitics}"] = host + rules.special_cases[f"you{clitics}"][1:]
+    return replace(rules, special_cases={**rules.special_cases, **added})
+
+
+def cased_special_cases(rules: TokenizerRules) -> TokenizerRules:
+    """`DON'T`, `GONNA` and `Y'ALL'D'VE` split as `don't`, `gonna` and `y'all'd've` do: the
+    upper-case and title-case forms of every lower-case special case that spaCy does not list."""
+    added = {}
+    for text, pieces in rules.special_cases.items():
+        if text != text.lower():
+            continue
+        for variant in (text.upper(), text[:1].upper() + text[1:]):
+            if variant in rules.special_cases or len(variant) != len(text):
+                continue
+            offsets = np.cumsum([0] + [len(piece[ORTH]) for piece in pieces])
+            added[variant] = [
+                {**piece, ORTH: variant[start:end]} for piece, start, end in zip(pieces, offsets[:-1], offsets[1:])
+            ]
+    return replace(rules, special_cases={**rules.special_cases, **added})
+
+
 RULES: Dict[str, Callable[[TokenizerRules], TokenizerRules]] = {
     "punctuation_runs": punctuation_runs,
     "hyphenated_prefixes": hyphenated_prefixes,
@@ -219,6 +252,8 @@ RULES: Dict[str, Callable[[TokenizerRules], TokenizerRules]] = {
     "added_special_cases": added_special_cases,
     "dropped_special_cases": dropped_special_cases,
     "numeral_plurals": numeral_plurals,
+    "yall_clitics": yall_clitics,
+    "cased_special_cases": cased_special_cases,
 }
 
 
