@@ -53,6 +53,7 @@ def parse(args) -> None:
                 shard_size=args.shard_size,
                 scheduler_address=args.scheduler,
                 n_workers=args.dask_workers,
+                verbose=args.verbose,
                 **options,
             )
             print(f"Wrote {len(shards)} shards to {args.output}", file=sys.stderr)
@@ -98,4 +99,5 @@ def add_commands(commands) -> None:
     parsing.add_argument(
         "--shard-size", type=at_least_one, default=1000, help="documents per Dask task and output file (default: 1000)"
     )
+    parsing.add_argument("--verbose", action="store_true", help="with Dask: show its logs, the workers' too")
     parsing.set_defaults(func=parse)

@@ -4,25 +4,41 @@ Why Dask rather than Ray: it is a pure pip wheel, a LocalCluster runs from the c
 (tests included) with no separate daemon to install or start, and parsing independent shards needs
 nothing more than `client.submit` per shard. Workers read their shard straight from the input file
 at a byte offset, so no shard inputs are written and the input is never held in memory.
+
+Interrupts and errors: a task that already runs cannot be stopped from the client, so tasks write
+into a folder private to the run (`staged_run`), and the shards are moved into the output directory
+only once every task has succeeded. A failed or interrupted run renames that folder away before
+removing it: a task still running on some worker then finds no folder to write into, and nothing
+it does can reach the output directory or a later run.
 """
 
-from contextlib import contextmanager
+import logging
+import os
+import shutil
+import signal
+import threading
+import uuid
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-from dask.distributed import Client, LocalCluster, as_completed
+from dask.distributed import Client, Future, LocalCluster, as_completed
 from spacy.language import Language
 from spacy.tokens import DocBin
+from tqdm import tqdm
 
-from .errors import ParseCommandError, check_choice, check_counts
+from .errors import ParseCommandError, check_choice, check_counts, one_line
 from .files import OutputTarget, open_input
 from .parsing import load_pipeline, parse_docs
 from .reading import INPUT_FORMATS, read_documents
 from .writing import progress_bar, write_docs
 
 SHARD_SUFFIXES = {"conllu": ".conllu", "json": ".jsonl", "docbin": ".spacy"}
+STAGING_PREFIX = ".shards-run-"  # hidden, so that it is not taken for shards (`shard-*`)
+# Read by the `distributed` package when a worker process starts, before any of our code runs there.
+WORKER_LOG_LEVEL_VARIABLE = "DASK_LOGGING__DISTRIBUTED"
 # One loaded pipeline per (model, tokenizer) for each worker process: loading takes seconds, a shard may not.
 PIPELINES: Dict[Tuple[str, Optional[str]], Language] = {}
 
@@ -62,6 +78,9 @@ def parse_shard(
     """
     if (model, tokenizer) not in PIPELINES:
         PIPELINES[model, tokenizer] = load_pipeline(model, tokenizer)
+        # tqdm's default lock (the writer's progress bar, off here) is a semaphore registered with the
+        # resource tracker, which warns on stderr when a worker killed mid-task (a cancelled run) leaves it
+        tqdm.set_lock(threading.RLock())
     nlp = PIPELINES[model, tokenizer]
     path = Path(output_dir) / f"shard-{shard.index:05d}{SHARD_SUFFIXES[output_format]}"
     with open_input(input_path) as stream:
@@ -82,25 +101,137 @@ def parse_shard(
 
 
 @contextmanager
-def dask_client(scheduler_address: Optional[str], n_workers: int) -> Iterator[Client]:
+def dask_client(scheduler_address: Optional[str], n_workers: int, verbose: bool = False) -> Iterator[Client]:
     """A client of the cluster at scheduler_address, or of a LocalCluster started and closed here.
 
     The LocalCluster's workers are processes with one thread each: the pipeline is not shared
-    between threads, and torch gets one core per worker.
+    between threads, and torch gets one core per worker. They ignore SIGINT, so that a Ctrl-C (sent
+    to the whole process group) stops only this process, which cancels the run and closes the
+    cluster. Dask's own logs (from this process and from the workers) are shown only when verbose.
     """
-    if scheduler_address:
-        try:
-            client = Client(scheduler_address)
-        except OSError as error:
-            raise ParseCommandError(f"cannot reach the Dask scheduler at {scheduler_address}: {error}") from error
-        with client:
-            yield client
+    with dask_logs(verbose):
+        if scheduler_address:
+            try:
+                client = Client(scheduler_address)
+            except OSError as error:
+                raise ParseCommandError(f"cannot reach the Dask scheduler at {scheduler_address}: {error}") from error
+            with client:
+                yield client
+            return
+        quiet = logging.WARNING if verbose else logging.CRITICAL
+        with ExitStack() as stack:
+            with sigint_ignored():  # a Ctrl-C while the workers start is lost: the price of quiet workers
+                cluster = stack.enter_context(
+                    LocalCluster(
+                        n_workers=n_workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                        silence_logs=quiet,
+                    )
+                )
+            yield stack.enter_context(Client(cluster))
+
+
+@contextmanager
+def dask_logs(verbose: bool) -> Iterator[None]:
+    """Dask's logs at their own levels when verbose; otherwise only critical ones, here and in the
+    worker processes started meanwhile (the messages that matter reach the user as the run's error)."""
+    if verbose:
+        yield
         return
-    with (
-        LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
-        yield client
+    logger = logging.getLogger("distributed")
+    level, variable = logger.level, os.environ.get(WORKER_LOG_LEVEL_VARIABLE)
+    logger.setLevel(logging.CRITICAL)
+    os.environ[WORKER_LOG_LEVEL_VARIABLE] = "critical"
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if variable is None:
+            os.environ.pop(WORKER_LOG_LEVEL_VARIABLE, None)
+        else:
+            os.environ[WORKER_LOG_LEVEL_VARIABLE] = variable
+
+
+@contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT while processes are started: they inherit it (Python keeps an ignored SIGINT), so a
+    Ctrl-C, which the terminal sends to the whole process group, reaches only this process's handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so that it is cleaned up as after a Ctrl-C."""
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread while the run lasts."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated(f"signal {signal.Signals(signum).name}")
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def staged_run(output: Path) -> Iterator[Path]:
+    """A folder inside `output`, private to this run, where its tasks write their shards.
+
+    Whatever happens, it is gone at the end: renamed first, so that a task still running on a worker
+    (Dask cannot stop one) holds a path that no longer exists and writes nothing; then removed.
+    """
+    staging = output / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging.mkdir()
+    try:
+        yield staging
+    finally:
+        discarded = staging.with_name(f"{staging.name}.discarded")
+        try:
+            staging.rename(discarded)
+        except FileNotFoundError:
+            pass
+        shutil.rmtree(discarded, ignore_errors=True)
+
+
+def shard_result(future: Future) -> Path:
+    """A task's shard file; its error as a ParseCommandError (a pipeline's already is one)."""
+    try:
+        return Path(future.result())
+    except (ParseCommandError, KeyboardInterrupt):
+        raise
+    except Exception as error:
+        raise ParseCommandError(f"a Dask task failed: {type(error).__name__}: {one_line(error)}") from error
+
+
+def publish(staged: Sequence[Path], output: Path) -> List[Path]:
+    """Move a finished run's shards into `output`, in order; all of them or, if interrupted, none."""
+    published: List[Path] = []
+    try:
+        for path in staged:
+            target = output / path.name
+            path.replace(target)
+            published.append(target)
+    except BaseException:
+        for path in published:
+            path.unlink(missing_ok=True)
+        raise
+    return published
 
 
 def parse_shards(
@@ -116,6 +247,7 @@ def parse_shards(
     batch_size: int = 64,
     progress: bool = False,
     tokenizer: Optional[str] = None,
+    verbose: bool = False,
 ) -> List[Path]:
     """Parse `input_path` on Dask workers, `shard_size` documents per task; returns the shard files in input order.
 
@@ -126,6 +258,10 @@ def parse_shards(
     existing cluster, the model (a package name or path), the input and output_dir must be
     reachable from every worker at the same paths. output_dir must hold no shard files yet.
     Shards are submitted while the input is scanned, so workers start before the scan ends.
+
+    An error or an interrupt (KeyboardInterrupt; SIGTERM raises Terminated, one) cancels the tasks
+    and leaves no shard files, whatever the tasks still running do later (see `staged_run`), so the
+    same command can be run again at once. verbose: show Dask's logs (from the workers too).
     """
     check_choice("input format", input_format, INPUT_FORMATS)
     check_choice("output format", output_format, tuple(SHARD_SUFFIXES))
@@ -150,19 +286,21 @@ def parse_shards(
     # Workers may run in another directory: send them absolute paths (a package name stays a name).
     model = str(Path(model).resolve()) if Path(model).exists() else model
     input_path = str(Path(input_path).resolve())
-    with dask_client(scheduler_address, n_workers) as client:
-        futures = []
-        try:
-            arguments = (model, input_path, str(output))
-            for shard in plan_shards(input_path, input_format, shard_size):
-                task = (*arguments, shard, input_format, output_format, batch_size, tokenizer)
-                futures.append(client.submit(parse_shard, *task, pure=False))
-            for future in progress_bar(as_completed(futures), progress, total=len(futures), unit="shard"):
-                future.result()  # a worker's error stops the run as soon as it arrives
-        except BaseException:
-            # a failed run leaves no shards: a shorter rerun must not be concatenated with them
-            client.cancel(futures)
-            for path in output.glob("shard-*"):
-                path.unlink(missing_ok=True)
-            raise
-        return [Path(future.result()) for future in futures]
+    with sigterm_interrupts(), staged_run(output) as staging:
+        with dask_client(scheduler_address, n_workers, verbose) as client:
+            futures = []
+            try:
+                arguments = (model, input_path, str(staging))
+                for shard in plan_shards(input_path, input_format, shard_size):
+                    task = (*arguments, shard, input_format, output_format, batch_size, tokenizer)
+                    futures.append(client.submit(parse_shard, *task, pure=False))
+                done = as_completed(futures)
+                for future in progress_bar(done, progress, total=len(futures), unit="shard") if progress else done:
+                    shard_result(future)  # a worker's error stops the run as soon as it arrives
+                staged = [shard_result(future) for future in futures]
+            except BaseException as error:
+                client.cancel(futures)
+                if isinstance(error, ParseCommandError):
+                    raise ParseCommandError(f"{error} (no shards written to {output_dir})") from error
+                raise
+        return publish(staged, output)
