@@ -26,6 +26,7 @@ from spacy.vocab import Vocab
 # Checked on EWT 2.16 train: every multiword token there is a word followed by these, or a plural's
 # possessive apostrophe (`parents'`).
 CLITICS = frozenset("n't nt 's s 'm m 're re 've ve 'll ll 'd d na ta not".split())
+APOSTROPHE_CHARS = "'’`"
 APOSTROPHES = str.maketrans("’`", "''")
 
 
@@ -225,10 +226,12 @@ def yall_clitics(rules: TokenizerRules) -> TokenizerRules:
 
 def cased_special_cases(rules: TokenizerRules) -> TokenizerRules:
     """`DON'T`, `GONNA` and `Y'ALL'D'VE` split as `don't`, `gonna` and `y'all'd've` do: the
-    upper-case and title-case forms of every lower-case special case that spaCy does not list."""
+    upper-case and title-case forms of every lower-case special case that spaCy does not list, where
+    it has an apostrophe or ends in `na`/`ta` (`gonna`, `gotta`); an apostrophe-less one in capitals
+    is more often a word (`ID`, `ILL`: not `I` `D`, `I` `LL` on EWT dev)."""
     added = {}
     for text, pieces in rules.special_cases.items():
-        if text != text.lower():
+        if text != text.lower() or not (set(text) & set(APOSTROPHE_CHARS) or pieces[-1][ORTH] in ("na", "ta")):
             continue
         for variant in (text.upper(), text[:1].upper() + text[1:]):
             if variant in rules.special_cases or len(variant) != len(text):
