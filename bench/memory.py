@@ -1,12 +1,18 @@
-"""Memory benchmark (issue 4): peak RSS of nlp.pipe over 2,000 and 20,000 sentences.
+"""Memory benchmark (issues 4 and 47): peak RSS of nlp.pipe over 2,000 and 20,000 sentences.
 
 Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_attention` after
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user
 parsing a large corpus would. RSS is sampled every 50 Docs while parsing; the process peak also
-counts building the pipeline. Also what one parsed Doc
-keeps with and without the release component, for users who hold on to their Docs.
+counts building the pipeline. The components hand free heap back as they parse
+(`components/memory.py`, HEAP_RELEASE); `--compare-without-release` adds each size with that off.
 
-    python bench/memory.py --output results/bench_memory.json
+What the release costs in speed, measured in one fresh process so that the machine's load falls
+on both alike: blocks of the same sentences, the release off and on in turn (on: one release in
+the block, at two thirds of it, so that the page faults after it fall in the block), words/s of
+each. Also what one parsed Doc keeps with and without the release component, for users who hold
+on to their Docs.
+
+    python bench/memory.py --model training/pairatt/model-best --output results/bench_memory.json
 """
 
 import argparse
@@ -20,9 +26,11 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import numpy as np
+import spacy
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.tokens import Doc
 
+from spacy_pairatt.components.memory import HEAP_RELEASE
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 
@@ -58,10 +66,24 @@ def retained_bytes(doc: Doc) -> int:
     return total
 
 
-def child(n: int, release: bool, batch_size: int) -> Dict:
-    nlp = build_pipeline("parser_minilm", Path(CORPUS[0]))
-    if release:
+def pipeline(model: str, release: bool = True):
+    """The trained pipeline at `model`, or (empty) one initialised from configs/parser_minilm.cfg;
+    with `pairatt_release_attention` at the end when release."""
+    if model:
+        nlp = spacy.load(model)
+    else:
+        nlp = build_pipeline("parser_minilm", Path(CORPUS[0]))
+    if release and "pairatt_release_attention" not in nlp.pipe_names:
         nlp.add_pipe("pairatt_release_attention")
+    if not release and "pairatt_release_attention" in nlp.pipe_names:
+        nlp.remove_pipe("pairatt_release_attention")
+    return nlp
+
+
+def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
+    nlp = pipeline(model)
+    if not heap_release:
+        HEAP_RELEASE.words_between = 0
     list(nlp.pipe(unannotated(load_docs(Path(CORPUS[2]), nlp, 64)), batch_size=batch_size))  # warm-up
     gold = [doc for path in CORPUS for doc in load_docs(Path(path), nlp)]
     before = rss_mb()
@@ -74,7 +96,9 @@ def child(n: int, release: bool, batch_size: int) -> Dict:
     seconds = time.perf_counter() - start
     return {
         "sentences": n,
-        "release_component": release,
+        "release_component": True,
+        "heap_release": heap_release,
+        "heap_releases": HEAP_RELEASE.releases,
         "rss_mb_before_parsing": round(before, 1),
         "peak_rss_mb_while_parsing": round(parsing_peak, 1),
         "peak_rss_mb_process": round(peak_rss_mb(), 1),
@@ -83,10 +107,49 @@ def child(n: int, release: bool, batch_size: int) -> Dict:
     }
 
 
-def kept_per_doc(batch_size: int, n_docs: int = 200) -> Dict:
+def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
+    """words/s of the same block of sentences with the heap release off and on in turn (see the docstring)."""
+    nlp = pipeline(model)
+    gold = load_docs(Path(CORPUS[1]), nlp)
+    block, n_words = [], 0
+    for doc in itertools.cycle(gold):  # about 1.5 release intervals of words
+        block.append(doc)
+        n_words += len(doc)
+        if n_words >= 1.5 * HEAP_RELEASE.words_between:
+            break
+    list(nlp.pipe(unannotated(block[:64]), batch_size=batch_size))  # warm-up
+    words_between = HEAP_RELEASE.words_between
+    speeds: Dict[str, List[float]] = {"off": [], "on": []}
+    releases = []
+    for _ in range(pairs):
+        for setting in ("off", "on"):
+            HEAP_RELEASE.words_between = words_between if setting == "on" else 0
+            HEAP_RELEASE.words, before = 0, HEAP_RELEASE.releases
+            start = time.perf_counter()
+            for _ in nlp.pipe(unannotated(block), batch_size=batch_size):
+                pass
+            speeds[setting].append(n_words / (time.perf_counter() - start))
+            if setting == "on":
+                releases.append(HEAP_RELEASE.releases - before)
+    off, on = float(np.median(speeds["off"])), float(np.median(speeds["on"]))
+    # a block holds one release per 1.5 intervals: scale the cost to one release per interval
+    cost_per_interval = 1.5 * (1 - on / off)
+    return {
+        "block_sentences": len(block),
+        "block_words": n_words,
+        "words_between_releases": words_between,
+        "releases_per_on_block": releases,
+        "words_per_second_off": [round(v, 1) for v in speeds["off"]],
+        "words_per_second_on": [round(v, 1) for v in speeds["on"]],
+        "median_ratio_on_over_off": round(on / off, 4),
+        "speed_cost_at_default_interval": round(cost_per_interval, 4),
+    }
+
+
+def kept_per_doc(batch_size: int, model: str, n_docs: int = 200) -> Dict:
     """Mean bytes a parsed Doc keeps (transformer output + word-level attention) per pipeline variant."""
     results = {}
-    base = build_pipeline("parser_minilm", Path(CORPUS[0]))
+    base = pipeline(model, release=False)
     docs = load_docs(Path(CORPUS[2]), base, n_docs)
     for label, keep in (("no release component", "absent"), ("release", None), ("release, keep float16", "float16")):
         nlp = base
@@ -99,30 +162,57 @@ def kept_per_doc(batch_size: int, n_docs: int = 200) -> Dict:
     return results
 
 
+def run_child(*options: str) -> Dict:
+    command = [sys.executable, __file__, *options]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result = json.loads(output.strip().splitlines()[-1])
+    print(result, flush=True)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="2000,20000")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--model", default="", help="a trained pipeline (default: parser_minilm.cfg, initialised)")
+    parser.add_argument("--speed-pairs", type=int, default=3, help="off/on block pairs of the speed check")
+    parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
     parser.add_argument("--output", default="results/bench_memory.json")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--no-release", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--speed-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--no-heap-release", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, not args.no_release, args.batch_size)))
+        print(json.dumps(child(args.child, not args.no_heap_release, args.batch_size, args.model)))
         return
+    if args.speed_child:
+        print(json.dumps(speed_child(args.speed_child, args.batch_size, args.model)))
+        return
+    common = ["--batch-size", str(args.batch_size), "--model", args.model]
     runs: List[Dict] = []
     for size in (int(s) for s in args.sizes.split(",")):
-        command = [sys.executable, __file__, "--child", str(size), "--batch-size", str(args.batch_size)]
-        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-        runs.append(json.loads(output.strip().splitlines()[-1]))
-        print(runs[-1], flush=True)
-    smallest, largest = runs[0], runs[-1]
+        runs.append(run_child("--child", str(size), *common))
+        if args.compare_without_release:
+            runs.append(run_child("--child", str(size), "--no-heap-release", *common))
+    released = [run for run in runs if run["heap_release"]]
+    smallest, largest = released[0], released[-1]
     result = {
+        "model": args.model or "configs/parser_minilm.cfg, initialised",
+        "heap_release": {
+            "words_between": HEAP_RELEASE.words_between,
+            "min_growth_bytes": HEAP_RELEASE.min_growth_bytes,
+        },
         "runs": runs,
         "peak_rss_growth": round(largest["peak_rss_mb_while_parsing"] / smallest["peak_rss_mb_while_parsing"] - 1, 4),
         "words_per_second_ratio": round(largest["words_per_second"] / smallest["words_per_second"], 3),
-        "bytes_kept_per_doc": kept_per_doc(args.batch_size),
+        "speed_check": run_child("--speed-child", str(args.speed_pairs), *common),
+        "bytes_kept_per_doc": kept_per_doc(args.batch_size, args.model),
     }
+    unreleased = [run for run in runs if not run["heap_release"]]
+    if len(unreleased) > 1:
+        result["peak_rss_growth_without_release"] = round(
+            unreleased[-1]["peak_rss_mb_while_parsing"] / unreleased[0]["peak_rss_mb_while_parsing"] - 1, 4
+        )
     result["provenance"] = provenance(seed=None)
     print(write_json(args.output, result))
 

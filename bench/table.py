@@ -7,6 +7,7 @@ bench_robustness.json, with the issues' targets and whether each is met.
 import argparse
 import json
 from pathlib import Path
+from statistics import median
 from typing import Dict, List
 
 
@@ -76,25 +77,54 @@ def speed_lines(speed: Dict) -> List[str]:
 
 
 def memory_lines(memory: Dict) -> List[str]:
+    released = "heap_release" in memory
     lines = [
         "## Memory (`python bench/memory.py`)",
         "",
         "`nlp.pipe` streaming EWT sentences through transformer + pairatt_parser + pairatt_release_attention,",
-        "each size in a fresh process; RSS sampled every 50 Docs while parsing.",
+        "each size in a fresh process; RSS sampled every 50 Docs while parsing."
+        + (f" Pipeline: {memory['model']}." if "model" in memory else ""),
+    ]
+    if released:
+        lines += [
+            f"The components hand glibc's free heap back (malloc_trim) every "
+            f"{memory['heap_release']['words_between']:,} parsed words once RSS has grown by "
+            f"{memory['heap_release']['min_growth_bytes'] / 2**20:.0f} MB (`components/memory.py`).",
+        ]
+    lines += [
         "",
-        "| sentences | RSS before parsing (MB) | peak RSS while parsing (MB) | process peak (MB) | words/s |",
-        "|---|---|---|---|---|",
+        "| sentences | heap release | releases | RSS before parsing (MB) | peak RSS while parsing (MB) | "
+        "process peak (MB) | words/s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for run in memory["runs"]:
-        lines.append(
-            f"| {run['sentences']:,} | {run['rss_mb_before_parsing']:.0f} | {run['peak_rss_mb_while_parsing']:.0f} | "
-            f"{run['peak_rss_mb_process']:.0f} | {run['words_per_second']:.0f} |"
-        )
+        release = "on" if run.get("heap_release") else "off (glibc's own)"
+        cells = (f"{run['sentences']:,}", release, str(run.get("heap_releases", 0)),
+                 *(f"{run[key]:.0f}" for key in ("rss_mb_before_parsing", "peak_rss_mb_while_parsing",
+                                                  "peak_rss_mb_process", "words_per_second")))  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
     growth = memory["peak_rss_growth"]
     lines += [
         "",
-        f"Peak RSS growth from the smallest to the largest run: {100 * growth:+.1f}% (target < 10%: "
-        f"{verdict(growth < 0.10)}); words/s ratio {memory['words_per_second_ratio']:.2f} (linear time).",
+        f"Peak RSS growth from the smallest to the largest run{' with the release' if released else ''}: "
+        f"{100 * growth:+.1f}% (target < 10%: {verdict(growth < 0.10)}); words/s ratio "
+        f"{memory['words_per_second_ratio']:.2f} (linear time).",
+    ]
+    if "peak_rss_growth_without_release" in memory:
+        lines[-1] += f" Without the release: {100 * memory['peak_rss_growth_without_release']:+.1f}%."
+    if released:
+        check = memory["speed_check"]
+        cost = check["speed_cost_at_default_interval"]
+        lines += [
+            "",
+            f"What the release costs in speed, in one process: {len(check['words_per_second_off'])} pairs of blocks of "
+            f"the same {check['block_sentences']:,} EWT dev sentences ({check['block_words']:,} words), release off "
+            f"and on in turn, one release per on block ({check['releases_per_on_block']} made): median words/s "
+            f"{median(check['words_per_second_on']):.0f} on, {median(check['words_per_second_off']):.0f} off (ratio "
+            f"{check['median_ratio_on_over_off']:.3f}); at one release per interval, {100 * cost:.1f}% of parse "
+            f"speed (target at most 3%: {verdict(cost <= 0.03)}).",
+        ]
+    lines += [
         "",
         "Mean bytes one parsed Doc keeps in `doc._.trf_data` and `doc._.pairatt_attention`:",
         "",

@@ -3,16 +3,18 @@
 
 import weakref
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
 
 import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
+from spacy.tokens import Doc
 from thinc.api import Config
 
 from ..core.features import MissingAttentionError
 from ..core.validation import ATTENTION_CONFIG_HINT
 from .forking import single_threaded_torch_after_fork
+from .memory import HEAP_RELEASE
 
 
 def default_model(architecture: str, scorer: str) -> Config:
@@ -37,7 +39,8 @@ upstream = "*"
 def prepare_process() -> None:
     """What a process running these components needs: fork-safe torch (n_process).
 
-    malloc is left as it is: only training bounds the heap (`memory.py`).
+    malloc's thresholds are left as they are (only training bounds the heap); the components hand
+    free heap back as they parse instead (`memory.HEAP_RELEASE`).
     """
     single_threaded_torch_after_fork()
 
@@ -56,6 +59,17 @@ class PairScoringPipe(TrainablePipe):
     """
 
     CONFIG_SETTINGS: Tuple[str, ...] = ()
+
+    def __call__(self, doc: Doc) -> Doc:
+        doc = super().__call__(doc)
+        HEAP_RELEASE.parsed(len(doc))
+        return doc
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """TrainablePipe.pipe, counting the parsed words for the process's heap release (`memory.py`)."""
+        for doc in super().pipe(stream, batch_size=batch_size):
+            HEAP_RELEASE.parsed(len(doc))
+            yield doc
 
     @property
     def labels(self) -> Tuple[str, ...]:

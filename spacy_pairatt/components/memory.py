@@ -8,22 +8,45 @@ handed back to the system when freed.
 
 The price is a page fault for every page of every big array, each time one is allocated: the
 encoder spent a third of its time in the kernel. So only training asks for it (spaCy runs
-`before_init` when a config is trained, never when a pipeline is loaded); parsing keeps glibc's
-own thresholds.
+`before_init` when a config is trained, never when a pipeline is loaded).
+
+Parsing keeps glibc's own thresholds, and its heap grows the same way, more slowly: in a long
+stream the free part of the heap grows while the part in use stays flat (docs/performance.md#memory).
+`FreeHeapRelease` hands those free pages back (malloc_trim) every so many parsed words: one release
+costs a trim and the page faults of the next batches, paid once per interval rather than for
+every array.
 """
 
 import ctypes
 import ctypes.util
+import functools
+import os
 import sys
-from typing import Callable
+from typing import Callable, Optional
 
 from spacy.language import Language
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024
+# Parsing: release the free heap about every 10 s of parsing on 2 cores (EWT, ~2,500 words/s); its cost
+# and the growth it stops: results/bench_memory.json, docs/performance.md#memory.
+WORDS_BETWEEN_RELEASES = 25_000
+MIN_GROWTH_BYTES = 32 * 1024 * 1024
 
 _applied = False
+
+
+@functools.lru_cache(maxsize=None)
+def glibc() -> Optional[ctypes.CDLL]:
+    """This process's C library where it is glibc (it has mallopt and malloc_trim), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return None
+    libc = ctypes.CDLL(libc_name)
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
 
 
 def limit_heap_fragmentation() -> bool:
@@ -31,18 +54,58 @@ def limit_heap_fragmentation() -> bool:
     global _applied
     if _applied:
         return True
-    if not sys.platform.startswith("linux"):
-        return False
-    libc_name = ctypes.util.find_library("c")
-    if libc_name is None:
-        return False
-    libc = ctypes.CDLL(libc_name)
-    if not hasattr(libc, "mallopt"):
+    libc = glibc()
+    if libc is None:
         return False
     _applied = bool(libc.mallopt(M_MMAP_THRESHOLD, THRESHOLD_BYTES)) and bool(
         libc.mallopt(M_TRIM_THRESHOLD, THRESHOLD_BYTES)
     )
     return _applied
+
+
+def resident_bytes() -> int:
+    """This process's resident set size (Linux's /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class FreeHeapRelease:
+    """Hands glibc's free heap pages back to the system (malloc_trim) every `words_between` parsed
+    words, when the RSS has grown by more than `min_growth_bytes` since the last release.
+
+    One per process (HEAP_RELEASE), since the heap is the process's: the pair-scoring components
+    report the words they parse. words_between 0 turns it off. Does nothing without glibc.
+    """
+
+    def __init__(self, words_between: int, min_growth_bytes: int):
+        self.words_between, self.min_growth_bytes = words_between, min_growth_bytes
+        self.words = 0
+        self.rss_after_release = resident_bytes()
+        self.releases = 0
+
+    def parsed(self, n_words: int) -> bool:
+        """Count parsed words; release the free heap when an interval is over. True when released."""
+        if self.words_between <= 0:
+            return False
+        self.words += n_words
+        if self.words < self.words_between:
+            return False
+        self.words = 0
+        if resident_bytes() - self.rss_after_release <= self.min_growth_bytes:
+            return False
+        return self.release()
+
+    def release(self) -> bool:
+        libc = glibc()
+        if libc is None:
+            return False
+        libc.malloc_trim(0)
+        self.rss_after_release = resident_bytes()
+        self.releases += 1
+        return True
 
 
 def make_training_heap_bound() -> Callable[[Language], Language]:
@@ -54,3 +117,6 @@ def make_training_heap_bound() -> Callable[[Language], Language]:
         return nlp
 
     return bound_heap
+
+
+HEAP_RELEASE = FreeHeapRelease(WORDS_BETWEEN_RELEASES, MIN_GROWTH_BYTES)
