@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 import spacy
-from conftest import TINY_SIZES, examples_from_docs, make_pipeline, make_transformer_pipeline, save_tiny_mpnet
+from conftest import REPO, TINY_SIZES, examples_from_docs, make_pipeline, make_transformer_pipeline, save_tiny_mpnet
 from test_attention_gradients import attention_only_pipeline, encoder_weights, initialized, with_gradient
 from test_frozen_transformer import frozen_pipeline, outputs, torch_parameters, train_pass, word_features
 from test_pipeline import assert_trees_per_sentence
@@ -136,3 +136,21 @@ def test_frozen_mode_caches_and_trains_only_the_parser(tiny_mpnet_dir, ud_train_
     assert all(len(outputs(data)) == 1 + TINY_SIZES["num_hidden_layers"] for data in cached)
     for cached_units, inferred_units in zip(word_features(docs, cached), word_features(docs, inferred)):
         np.testing.assert_allclose(cached_units.attention, inferred_units.attention, atol=1e-6)
+
+
+def test_the_mpnet_configs_are_minilms_with_another_encoder():
+    """The issue's comparison holds everything but the encoder (and, for ft:emb, attention) fixed."""
+    minilm, mpnet, emb = (
+        spacy.util.load_config(REPO / "configs" / name, interpolate=True)
+        for name in ("parser_minilm.cfg", "parser_mpnet.cfg", "parser_mpnet_emb.cfg")
+    )
+    for config in (mpnet, emb):
+        transformer = config["components"]["transformer"]["model"]
+        assert transformer["name"] == config["paths"].pop("encoder") == "assets/all-mpnet-base-v2"
+        transformer["name"] = minilm["components"]["transformer"]["model"]["name"]
+    assert mpnet == minilm
+    assert emb["components"]["pairatt_parser"]["model"]["scorer"]["use_attention"] is False
+    assert emb["components"]["transformer"]["model"]["transformer_config"]["output_attentions"] is False
+    emb["components"]["pairatt_parser"]["model"]["scorer"]["use_attention"] = True
+    emb["components"]["transformer"]["model"]["transformer_config"]["output_attentions"] = True
+    assert emb == minilm
