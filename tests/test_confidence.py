@@ -230,3 +230,22 @@ def test_calibrate_fits_stores_and_reports(initialized, tmp_path):
     stored = spacy.load(tmp_path / "model").get_pipe("pairatt_parser").cfg
     assert stored["arc_temperature"] == pytest.approx(report["arc_temperature"])
     assert stored["label_temperature"] == pytest.approx(report["label_temperature"])
+
+
+def test_parse_writes_confidence_in_misc_and_json(initialized, tmp_path):
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    source = tmp_path / "in.txt"
+    source.write_text(TEXTS[0] + "\n", encoding="utf8")
+    expected = nlp(TEXTS[0])
+    conllu = run_cli("parse", tmp_path / "model", source, "--no-progress")
+    assert conllu.returncode == 0, conllu.stderr
+    rows = [line.split("\t") for line in conllu.stdout.splitlines() if line and not line.startswith("#")]
+    misc = [dict(item.split("=", 1) for item in row[9].split("|") if "=" in item) for row in rows]
+    assert [float(m["HeadProb"]) for m in misc] == pytest.approx([t._.head_prob for t in expected], abs=1e-4)
+    assert [float(m["DepProb"]) for m in misc] == pytest.approx([t._.dep_prob for t in expected], abs=1e-4)
+    lines = run_cli("parse", tmp_path / "model", source, "--no-progress", "--output-format", "json")
+    record = json.loads(lines.stdout)
+    assert [t["head_prob"] for t in record["tokens"]] == pytest.approx([t._.head_prob for t in expected], rel=1e-5)
+    assert [t["head_candidates"][0][0] for t in record["tokens"]] == [t._.head_candidates[0][0] for t in expected]
+    assert record["sentences"][0]["parse_confidence"] == pytest.approx(expected[:]._.parse_confidence, rel=1e-5)

@@ -97,6 +97,7 @@ def conllu_blocks(doc: Doc) -> str:
             misc = {} if token.whitespace_ or position in inside else {"SpaceAfter": "No"}
             if form != token.text:
                 misc["SpacesInToken"] = escape_misc(token.text)
+            misc.update(confidence_misc(token))
             head = deprel = None
             if annotated["DEP"]:
                 if not sentence.start <= token.head.i < sentence.end:
@@ -160,12 +161,29 @@ JSON_ESCAPES = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 JSON_ESCAPE = re.compile("[\x85\u2028\u2029]")
 
 
+def confidence_misc(token) -> Dict[str, str]:
+    """HeadProb= and DepProb= (4 decimals) where the parser stored its confidence (`spacy_pairatt.confidence`)."""
+    head_prob = token._.head_prob if token.has_extension("head_prob") else None
+    if head_prob is None:
+        return {}
+    return {"HeadProb": f"{head_prob:.4f}", "DepProb": f"{token._.dep_prob:.4f}"}
+
+
 def json_line(doc: Doc) -> str:
-    """One JSON object per Doc: its id, text and tokens (head: the head token's index in the Doc)."""
+    """One JSON object per Doc: its id, text and tokens (head: the head token's index in the Doc;
+    head_prob, dep_prob and head_candidates where the parser stored its confidence) and, with
+    confidence, each sentence's parse_confidence."""
     tokens = [
         {"i": t.i, "text": t.text, "head": t.head.i, "dep": t.dep_, "is_sent_start": t.is_sent_start} for t in doc
     ]
     record = {"id": doc.user_data[SOURCE_KEY]["id"], "text": doc.text, "tokens": tokens}
+    if doc.has_extension("pairatt_confidence") and doc._.pairatt_confidence is not None:
+        for token, values in zip(doc, tokens):
+            values.update(head_prob=token._.head_prob, dep_prob=token._.dep_prob)
+            values["head_candidates"] = token._.head_candidates
+        record["sentences"] = [
+            {"start": sent.start, "end": sent.end, "parse_confidence": sent._.parse_confidence} for sent in doc.sents
+        ]
     return JSON_ESCAPE.sub(lambda match: JSON_ESCAPES[match.group()], json.dumps(record, ensure_ascii=False)) + "\n"
 
 
