@@ -23,7 +23,15 @@ checks the outcome against what the input calls for:
 A few cases also run the command as a fresh process (`--subprocess-cases`), where a hang at exit
 (the bug this record is about) shows. The pipeline: configs/parser_minilm.cfg with a sentencizer in
 front, initialised, untrained (`--encoder tiny` swaps MiniLM for a 2-layer random BERT on its
-vocabulary: the same components, faster). tests/test_parse_faults.py runs a small sample in CI.
+vocabulary: the same components, faster). `--ud-cases` run the same generators on the UD pipeline
+(configs/pipeline_minilm.cfg: its UD English tokenizer, senter, tagger, morphologizer, lemmatizer
+and parser, initialised on EWT sentences, untrained). `--dask-cases` run `parse --dask-workers` as
+fresh processes on either pipeline (issue 47): a good input (the shards, concatenated, hold every
+document; stderr holds only the command's own line), a line that is not UTF-8, an output directory
+that already holds shards, or an interrupt (SIGINT to the whole process group, as Ctrl-C sends it,
+or SIGTERM) while a task writes its shard, followed by the same command at once: one line on
+stderr, no shard file left once every process of the run has ended, and a rerun that succeeds.
+tests/test_parse_faults.py runs a small sample in CI.
 """
 
 import argparse
@@ -47,13 +55,14 @@ import urllib.error
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import conllu
 import spacy
 from spacy.language import Language
-from spacy.tokens import Doc
+from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
@@ -65,6 +74,7 @@ REPO = Path(__file__).resolve().parents[1]
 METRICS = ("hangs", "tracebacks", "documents_lost", "wrong_outcomes", "invalid_outputs")
 EXISTING = "an earlier result\n"
 CASE_SECONDS = 60  # in this process; a fresh process gets SUBPROCESS_SECONDS
+UD_INIT_CORPUS = REPO / "corpus" / "ud_ewt" / "en_ewt-ud-train.spacy"
 SUBPROCESS_SECONDS = 180
 SAMPLE_LIMIT = 8  # failures kept per metric in the record
 
@@ -115,6 +125,8 @@ class Case:
     argv: Optional[List[str]] = None  # a whole command (other subcommands), instead of parse
     file_size: Optional[int] = None  # RLIMIT_FSIZE while it runs
     subprocess: bool = False
+    dask: bool = False  # parse --dask-workers, as a fresh process; output is a directory of shards
+    interrupt: Optional[str] = None  # a Dask case: the signal sent while a task writes its shard
 
 
 @dataclass
@@ -401,6 +413,32 @@ def other_commands(rng: random.Random, nlp: Language) -> Case:
     return Case("other_commands", [], argv=list(argv), code=1)
 
 
+def dask(rng: random.Random, nlp: Language) -> Case:
+    """parse on a LocalCluster of 1-2 workers: success, a line that is not UTF-8, shards already there,
+    or an interrupt while a task writes (enough lines that tasks are still running then)."""
+    roll = rng.randrange(5)
+    n = rng.randint(600, 1500) if roll >= 3 else rng.randint(1, 300)
+    lines = good_lines(n)
+    shard_size = rng.choice((50, 100, 200)) if roll >= 3 else rng.randint(1, 120)
+    options = ["--dask-workers", str(rng.randint(1, 2)), "--shard-size", str(shard_size),
+               "--batch-size", str(rng.choice((1, 8, 64))), *output_format_option(rng)]  # fmt: skip
+    data = ("\n".join(lines) + "\n").encode()
+    docs = [[t.text for t in nlp.make_doc(line)] for line in lines]
+    if roll == 0:
+        return Case("dask", options, data, docs=docs, dask=True)
+    if roll == 1:
+        bad = rng.randint(1, n)
+        data = ("\n".join(lines[: bad - 1]) + ("\n" if bad > 1 else "")).encode() + b"Caf\xe9 here.\nmore\n"
+        return Case("dask_bad_line", options, data, code=1, message=rf"line {bad} is not UTF-8 .*no shards written",
+                    dask=True)  # fmt: skip
+    if roll == 2:
+        return Case("dask_shards_there", options, data, code=1, existing=True, message="already holds shard files",
+                    dask=True)  # fmt: skip
+    signal_name = rng.choice(("SIGINT", "SIGTERM"))
+    return Case(f"dask_{signal_name.lower()}", options, data, code=1, docs=docs, message="interrupted", dask=True,
+                interrupt=signal_name)  # fmt: skip
+
+
 GENERATORS: Tuple[Tuple[str, float, Callable], ...] = (
     ("unicode_lines", 0.33, unicode_lines),
     ("random_bytes", 0.15, random_bytes),
@@ -476,6 +514,9 @@ class Runner:
 
     def run_in(self, case: Case, folder: Path) -> None:
         (folder / "input").write_bytes(case.data)
+        if case.dask:
+            self.run_dask(case, folder)
+            return
         _, output = self.paths(case, folder)
         if case.existing:
             Path(output).write_text(EXISTING, encoding="utf8")
@@ -526,6 +567,59 @@ class Runner:
             return None, str(expired.stderr or ""), None, True
         escaped = done.stderr if "Traceback" in done.stderr else None
         return done.returncode, done.stderr, escaped, False
+
+    def run_dask(self, case: Case, folder: Path) -> None:
+        """A Dask case; after an interrupt, the same command again at once, which must succeed."""
+        output = folder / "out"
+        if case.existing:
+            output.mkdir()
+            (output / "shard-00000.conllu").write_text(EXISTING, encoding="utf8")
+        argv = self.argv(case, folder)
+        outcome = run_in_own_group(argv, output, case.interrupt)
+        if outcome is None:
+            self.record.fail("hangs", case, "over the time limit, or its processes outlived it")
+            return
+        code, stderr, interrupted = outcome
+        self.record.exit_codes[str(code)] += 1
+        if not interrupted and case.interrupt:  # it ended before a task was seen writing: a plain run
+            self.record.by_kind[case.kind] -= 1
+            self.record.by_kind[f"{case.kind}_ended_first"] += 1
+            self.check_dask_success(case, output, code, stderr)
+            return
+        if code != case.code:
+            self.record.fail("wrong_outcomes", case, f"exit {code}, expected {case.code}: {stderr[-300:]!r}")
+            return
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        if len(lines) != 1:
+            self.record.fail("tracebacks", case, f"{len(lines)} lines on stderr: {stderr[-300:]!r}")
+        elif not re.search(case.message, lines[0]):
+            self.record.fail("wrong_outcomes", case, f"message {lines[0]!r} does not match {case.message!r}")
+        expected = {"shard-00000.conllu"} if case.existing else set()
+        left = {path.name for path in output.iterdir()} if output.exists() else set()
+        if left != expected:
+            self.record.fail("documents_lost", case, f"a failed run left {sorted(left - expected)}")
+        if case.existing and (output / "shard-00000.conllu").read_text(encoding="utf8") != EXISTING:
+            self.record.fail("documents_lost", case, "a failed run changed a shard that was there")
+        if interrupted:
+            rerun = run_in_own_group(argv, output, None)
+            if rerun is None:
+                self.record.fail("hangs", case, "the rerun after the interrupt")
+                return
+            self.check_dask_success(case, output, rerun[0], rerun[1], "the rerun after the interrupt: ")
+
+    def check_dask_success(self, case: Case, output: Path, code: int, stderr: str, what: str = "") -> None:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        if code != 0:
+            self.record.fail("wrong_outcomes", case, f"{what}exit {code}, expected 0: {stderr[-300:]!r}")
+            return
+        if len(lines) != 1 or not lines[0].startswith("Wrote "):
+            self.record.fail("tracebacks", case, f"{what}{len(lines)} lines on stderr: {stderr[-300:]!r}")
+        shards = sorted(output.iterdir())
+        others = [path.name for path in shards if not path.name.startswith("shard-")]
+        if others:
+            self.record.fail("invalid_outputs", case, f"{what}files left beside the shards: {others}")
+        text = "".join(path.read_text(encoding="utf8") for path in shards if path.name.startswith("shard-"))
+        self.check_documents(case, text)
 
     def check(self, case, folder, output, code, stderr, escaped, hung, seconds) -> None:
         record = self.record
@@ -579,10 +673,12 @@ class Runner:
         left = {path.name for path in folder.iterdir()} - {"input", "out"}
         if left:
             record.fail("invalid_outputs", case, f"files left beside the output: {sorted(left)}")
-        if case.docs is None:
-            return
-        raw = Path(output).read_bytes()
-        text = raw.decode("utf8")
+        if case.docs is not None:
+            self.check_documents(case, Path(output).read_bytes().decode("utf8"))
+
+    def check_documents(self, case: Case, text: str) -> None:
+        """The output's documents are the input's, read back by spaCy and the conllu library (or as JSON lines)."""
+        record = self.record
         if text.splitlines() != text.split("\n")[:-1] or (text and not text.endswith("\n")):
             record.fail("invalid_outputs", case, "line breaks other than LF in the output")
             return
@@ -598,6 +694,45 @@ class Runner:
                         len(expected) - len(found))  # fmt: skip
         elif [w for d in found for w in d] != [w for d in expected for w in d]:
             record.fail("documents_lost", case, f"tokens differ: {found[:3]} / {expected[:3]}")
+
+
+def run_in_own_group(argv: List[str], output: Path, interrupt: Optional[str]) -> Optional[Tuple[int, str, bool]]:
+    """The command as a fresh process in a session of its own: (exit status, stderr, whether the signal
+    was sent), once every process of its group has ended; None when it or they outlive the limit.
+
+    interrupt: SIGINT (to the whole group, as Ctrl-C sends it) or SIGTERM (to the command), sent as
+    soon as a task is seen writing its shard."""
+    command = [sys.executable, "-m", "spacy_pairatt", *argv]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                               start_new_session=True)  # fmt: skip
+    sent = False
+    deadline = time.monotonic() + SUBPROCESS_SECONDS
+    while interrupt and not sent and process.poll() is None and time.monotonic() < deadline:
+        if any(output.glob(".shards-run-*/.shard-*.partial")):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGINT) if interrupt == "SIGINT" else process.send_signal(signal.SIGTERM)
+            sent = True
+        time.sleep(0.02)
+    try:
+        _, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        stderr = None
+    while stderr is not None and time.monotonic() < deadline and group_alive(process.pid):
+        time.sleep(0.05)
+    if stderr is not None and not group_alive(process.pid):
+        return process.returncode, stderr, sent
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate()
+    return None
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def conllu_documents(text: str) -> List[List[str]]:
@@ -657,17 +792,36 @@ def tiny_encoder(folder: Path) -> str:
     return str(folder)
 
 
+def pipeline_from_config(name: str, encoder: str, folder: Path) -> Language:
+    """configs/<name>.cfg, not initialised; encoder "tiny": the random BERT of tiny_encoder, made once."""
+    config = spacy.util.load_config(REPO / "configs" / f"{name}.cfg")
+    if encoder == "tiny":
+        tiny = folder / "tiny_bert"
+        config["components"]["transformer"]["model"]["name"] = str(tiny) if tiny.exists() else tiny_encoder(tiny)
+    return spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+
+
 def build_pipeline(encoder: str, folder: Path) -> Language:
     """configs/parser_minilm.cfg with a sentencizer in front, initialised on two made-up sentences."""
-    config = spacy.util.load_config(REPO / "configs" / "parser_minilm.cfg")
-    if encoder == "tiny":
-        config["components"]["transformer"]["model"]["name"] = tiny_encoder(folder / "tiny_bert")
-    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    nlp = pipeline_from_config("parser_minilm", encoder, folder)
     nlp.add_pipe("sentencizer", first=True)
     words = "The cat sat on the mat .".split()
     gold = Doc(nlp.vocab, words=words, heads=[1, 2, 2, 2, 5, 3, 2], deps=["det", "nsubj", "ROOT", "prep", "det",
                "pobj", "punct"])  # fmt: skip
     nlp.initialize(lambda: [Example(Doc(nlp.vocab, words=words), gold)])
+    return nlp
+
+
+def build_ud_pipeline(encoder: str, folder: Path, n_init: int = 50) -> Language:
+    """configs/pipeline_minilm.cfg (the UD pipeline), initialised on the first EWT train sentences
+    (every component takes its labels from them)."""
+    if not UD_INIT_CORPUS.exists():
+        raise SystemExit(f"the UD pipeline is initialised on {UD_INIT_CORPUS}: run `spacy project run convert`")
+    nlp = pipeline_from_config("pipeline_minilm", encoder, folder)
+    gold = list(islice(DocBin().from_disk(UD_INIT_CORPUS).get_docs(nlp.vocab), n_init))
+    examples = [Example(Doc(nlp.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc]), doc)
+                for doc in gold]  # fmt: skip
+    nlp.initialize(lambda: examples)
     return nlp
 
 
@@ -697,9 +851,13 @@ def run_fuzz(
     disk_full_cases: bool = True,
     encoder: str = "tiny",
     workdir: Optional[Path] = None,
+    ud_cases: int = 0,
+    dask_cases: int = 0,
 ) -> Dict:
     """Run the fuzz; returns the record (without provenance). model: a pipeline or a saved one's path
-    (default: build_pipeline(encoder))."""
+    (default: build_pipeline(encoder)). ud_cases: cases on the UD pipeline (build_ud_pipeline);
+    dask_cases: `parse --dask-workers` as fresh processes, on either pipeline (only the main one
+    without ud_cases)."""
     rng = random.Random(seed)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -707,6 +865,10 @@ def run_fuzz(
             workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="reliability-")))
         nlp = model if model is not None else build_pipeline(encoder, workdir)
         models, pipelines = prepare_models(nlp, workdir)
+        if ud_cases:
+            build_ud_pipeline(encoder, workdir).to_disk(workdir / "ud")
+            models["ud"] = str(workdir / "ud")
+            pipelines["ud"] = parsing.load_pipeline(models["ud"])
         runner = Runner(models, pipelines, workdir)
         tokenizer = pipelines["main"]
         generators = [(name, weight, make) for name, weight, make in GENERATORS
@@ -718,6 +880,14 @@ def run_fuzz(
                 runner.run(make(rng, tokenizer))
             for _ in range(subprocess_cases):
                 runner.run(processes(rng, tokenizer, subprocess_run=True))
+            ud_generators = [(name, weight, make) for name, weight, make in generators if name != "other_commands"]
+            for _ in range(ud_cases):
+                _, _, make = rng.choices(ud_generators, [weight for _, weight, _ in ud_generators])[0]
+                runner.run(on_ud_pipeline(make(rng, pipelines["ud"])))
+            for _ in range(dask_cases):
+                ud = ud_cases > 0 and rng.random() < 0.5
+                case = dask(rng, pipelines["ud" if ud else "main"])
+                runner.run(on_ud_pipeline(case) if ud else case)
         record = runner.record
     return {
         "cases": record.cases,
@@ -728,7 +898,21 @@ def run_fuzz(
         "seconds": round(time.monotonic() - started, 1),
         "pipeline": "configs/parser_minilm.cfg + sentencizer, initialised, untrained"
         + (" (encoder: a 2-layer random BERT on MiniLM's vocabulary)" if encoder == "tiny" and model is None else ""),
+        "ud_pipeline": (
+            f"configs/pipeline_minilm.cfg, initialised on the first 50 EWT train sentences, untrained"
+            f"{' (the same encoder)' if encoder == 'tiny' else ''}"
+            if ud_cases
+            else None
+        ),
     }
+
+
+def on_ud_pipeline(case: Case) -> Case:
+    """A case made with the UD pipeline's tokenizer, run on the UD pipeline where it names the main one."""
+    case.kind = f"ud_{case.kind}"
+    if case.model == "main":
+        case.model = "ud"
+    return case
 
 
 @contextlib.contextmanager
@@ -748,12 +932,13 @@ def patched(runner: Runner):
 
 def markdown(result: Dict) -> str:
     lines = [
-        "# Reliability record (issue 21)",
+        "# Reliability record (issues 21 and 47)",
         "",
         f"`{result['provenance']['command']}` — seed {result['provenance']['seed']}, "
         f"commit {result['provenance']['code'].get('commit', '?')[:10]}"
         f"{' (dirty)' if result['provenance']['code'].get('dirty') else ''}, "
-        f"{result['seconds']} s wall. Pipeline: {result['pipeline']}.",
+        f"{result['seconds']} s wall. Pipeline: {result['pipeline']}."
+        + (f" UD pipeline (`ud_*` cases): {result['ud_pipeline']}." if result.get("ud_pipeline") else ""),
         "",
         "| cases | hangs | tracebacks | documents lost | wrong outcomes | invalid outputs |",
         "|---|---|---|---|---|---|",
@@ -772,7 +957,12 @@ def markdown(result: Dict) -> str:
         "pipeline that raises), fault_disk_full (RLIMIT_FSIZE mid-run), processes (--n-process 2-3: an",
         "input error at a random line, /dev/full, a pipeline that raises, a killed worker),",
         "processes_subprocess (the same as fresh processes, where a hang at exit shows), other_commands",
-        "(missing files and models in evaluate, demo, table, fetch-* without --local data, ...).",
+        "(missing files and models in evaluate, demo, table, fetch-* without --local data, ...);",
+        "ud_* (the same kinds on the UD pipeline), dask* (`--dask-workers 1-2` as fresh processes: dask",
+        "succeeds, dask_bad_line has a line that is not UTF-8, dask_shards_there finds shards in the",
+        "output directory, dask_sigint and dask_sigterm are interrupted while a task writes its shard,",
+        "by Ctrl-C's SIGINT to the process group or a SIGTERM, then run again at once; a Dask run must",
+        "print only its own line, and leave no shard file once its processes have ended).",
     ]
     for metric, samples in result["samples"].items():
         lines += ["", f"## {metric}", ""] + [f"- `{sample}`" for sample in samples]
@@ -783,6 +973,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=3000, help="cases run in this process (default: 3000)")
     parser.add_argument("--subprocess-cases", type=int, default=20, help="cases run as fresh processes (default: 20)")
+    parser.add_argument("--ud-cases", type=int, default=600, help="cases on the UD pipeline (default: 600)")
+    parser.add_argument("--dask-cases", type=int, default=16, help="parse on a local Dask cluster (default: 16)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--encoder", choices=("minilm", "tiny"), default="tiny", help="(default: tiny)")
     parser.add_argument("--output-json", default="results/reliability.json")
@@ -791,7 +983,8 @@ def main() -> None:
     from spacy_pairatt.provenance import library_versions, provenance
 
     started = time.time()
-    result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder)
+    result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder,
+                      ud_cases=args.ud_cases, dask_cases=args.dask_cases)  # fmt: skip
     result["provenance"] = provenance(seed=args.seed, started=started)
     result["provenance"]["versions"].update(library_versions(("conllu",)))
     write_json(args.output_json, result)

@@ -105,6 +105,12 @@ CODE_CHANGES = (
         "2026-11-27T13:35:50+00:00", "240a705", "chunks padded up to fourfold, arc MLPs on nonzero rows only",
         frozenset({"bench"}),
     ),
+    # Parses are unchanged (malloc_trim frees no live memory), so trained models stand; parse memory and
+    # speed do not.
+    CodeChange(
+        "2026-11-27T22:56:34+00:00", "0af897d", "parsing hands free heap back every 25,000 words",
+        frozenset({"bench"}),
+    ),
 )  # fmt: skip
 
 
