@@ -30,7 +30,7 @@ import spacy
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.tokens import Doc
 
-from spacy_pairatt.components.memory import HEAP_RELEASE
+from spacy_pairatt.components.memory import HEAP_RELEASE, heap_usage
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 
@@ -94,11 +94,15 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
         if i % 50 == 0:
             parsing_peak = max(parsing_peak, rss_mb())
     seconds = time.perf_counter() - start
+    heap = heap_usage() or {}
     return {
         "sentences": n,
         "release_component": True,
         "heap_release": heap_release,
         "heap_releases": HEAP_RELEASE.releases,
+        "heap_release_seconds": round(HEAP_RELEASE.seconds, 3),
+        # glibc's heap once the stream is parsed: in use (live data) against free (kept by glibc)
+        **{f"heap_{kind}_mb_at_end": round(size / 2**20, 1) for kind, size in heap.items()},
         "rss_mb_before_parsing": round(before, 1),
         "peak_rss_mb_while_parsing": round(parsing_peak, 1),
         "peak_rss_mb_process": round(peak_rss_mb(), 1),
@@ -177,18 +181,28 @@ def main() -> None:
     parser.add_argument("--model", default="", help="a trained pipeline (default: parser_minilm.cfg, initialised)")
     parser.add_argument("--speed-pairs", type=int, default=3, help="off/on block pairs of the speed check")
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
+    parser.add_argument("--release-words", type=int, help="words between heap releases (default: the components')")
     parser.add_argument("--output", default="results/bench_memory.json")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--speed-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--no-heap-release", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.release_words:
+        HEAP_RELEASE.words_between = args.release_words
     if args.child:
         print(json.dumps(child(args.child, not args.no_heap_release, args.batch_size, args.model)))
         return
     if args.speed_child:
         print(json.dumps(speed_child(args.speed_child, args.batch_size, args.model)))
         return
-    common = ["--batch-size", str(args.batch_size), "--model", args.model]
+    common = [
+        "--batch-size",
+        str(args.batch_size),
+        "--model",
+        args.model,
+        "--release-words",
+        str(HEAP_RELEASE.words_between),
+    ]
     runs: List[Dict] = []
     for size in (int(s) for s in args.sizes.split(",")):
         runs.append(run_child("--child", str(size), *common))

@@ -93,15 +93,18 @@ def memory_lines(memory: Dict) -> List[str]:
         ]
     lines += [
         "",
-        "| sentences | heap release | releases | RSS before parsing (MB) | peak RSS while parsing (MB) | "
-        "process peak (MB) | words/s |",
-        "|---|---|---|---|---|---|---|",
+        "| sentences | heap release | releases (s in malloc_trim) | RSS before parsing (MB) | peak RSS while parsing "
+        "(MB) | process peak (MB) | words/s | heap in use / free at the end (MB) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for run in memory["runs"]:
         release = "on" if run.get("heap_release") else "off (glibc's own)"
-        cells = (f"{run['sentences']:,}", release, str(run.get("heap_releases", 0)),
+        releases = f"{run.get('heap_releases', 0)} ({run.get('heap_release_seconds', 0):.2f})"
+        heap = (f"{run['heap_in_use_mb_at_end']:.0f} / {run['heap_free_mb_at_end']:.0f}"
+                if "heap_in_use_mb_at_end" in run else "not measured")  # fmt: skip
+        cells = (f"{run['sentences']:,}", release, releases,
                  *(f"{run[key]:.0f}" for key in ("rss_mb_before_parsing", "peak_rss_mb_while_parsing",
-                                                  "peak_rss_mb_process", "words_per_second")))  # fmt: skip
+                                                  "peak_rss_mb_process", "words_per_second")), heap)  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     growth = memory["peak_rss_growth"]
     lines += [

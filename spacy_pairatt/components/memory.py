@@ -22,7 +22,8 @@ import ctypes.util
 import functools
 import os
 import sys
-from typing import Callable, Optional
+import time
+from typing import Callable, Dict, Optional
 
 from spacy.language import Language
 
@@ -72,6 +73,24 @@ def resident_bytes() -> int:
         return 0
 
 
+class MallocInfo(ctypes.Structure):
+    """glibc's `struct mallinfo2` (glibc 2.33 and later)."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+def heap_usage() -> Optional[Dict[str, int]]:
+    """Bytes of glibc's heap in use and free, and of mmapped chunks, over all arenas (None without
+    glibc 2.33+): what tells live data from heap that glibc keeps."""
+    libc = glibc()
+    if libc is None or not hasattr(libc, "mallinfo2"):
+        return None
+    libc.mallinfo2.restype = MallocInfo
+    info = libc.mallinfo2()
+    return {"in_use": info.uordblks, "free": info.fordblks, "mmapped": info.hblkhd}
+
+
 class FreeHeapRelease:
     """Hands glibc's free heap pages back to the system (malloc_trim) every `words_between` parsed
     words, when the RSS has grown by more than `min_growth_bytes` since the last release.
@@ -84,7 +103,7 @@ class FreeHeapRelease:
         self.words_between, self.min_growth_bytes = words_between, min_growth_bytes
         self.words = 0
         self.rss_after_release = resident_bytes()
-        self.releases = 0
+        self.releases, self.seconds = 0, 0.0  # what releasing has cost, in malloc_trim itself
 
     def parsed(self, n_words: int) -> bool:
         """Count parsed words; release the free heap when an interval is over. True when released."""
@@ -102,7 +121,9 @@ class FreeHeapRelease:
         libc = glibc()
         if libc is None:
             return False
+        start = time.perf_counter()
         libc.malloc_trim(0)
+        self.seconds += time.perf_counter() - start
         self.rss_after_release = resident_bytes()
         self.releases += 1
         return True
