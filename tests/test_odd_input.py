@@ -176,3 +176,18 @@ def test_load_time_settings_are_what_the_pipes_run_with(saved_pipelines):
             del transformer.predict
     assert group_sizes["saved"] == [6]
     assert max(group_sizes["override"]) < 6  # 64 padded wordpieces hold fewer than six such windows
+
+
+def test_whitespace_is_no_word_in_the_conllu_of_either_pipeline(pipeline, tmp_path):
+    """Issue 47 item 4 on the pipelines built from the configs (their own tokenizer, senter and
+    parser): leading, trailing and repeated spaces, tabs and no-break spaces are no words, and the
+    output scores against a gold file of the same text (see test_ud_whitespace.py)."""
+    from test_parse_faults import text_from_conllu
+    from test_ud_whitespace import WHITESPACE_LINES, assert_scores_against_gold, parsed
+
+    _, nlp = pipeline
+    text = "".join(line + "\n" for line, _ in WHITESPACE_LINES)
+    system = parsed(nlp, text)
+    assert text_from_conllu(system) == text.replace("\n", "")
+    # an untrained senter cuts sentences anywhere: only tokens and words are held to the gold
+    assert_scores_against_gold(system, tmp_path, sentences_too=False)

@@ -282,6 +282,24 @@ def read_back(text):
     return by_spacy, by_conllu
 
 
+def text_from_conllu(text):
+    """The text that CoNLL-U output gives back, read by the conllu library: each token (a multiword
+    token whole) with SpacesBefore, SpacesAfter or SpaceAfter=No, UDPipe's reading of MISC."""
+    parts = []
+    for sentence in conllu.parse(io.StringIO(text, newline=None).read()):
+        multiword_end = 0
+        for token in sentence:
+            token_id, misc = token["id"], token["misc"] or {}
+            last = token_id[2] if isinstance(token_id, tuple) else token_id
+            if last <= multiword_end:
+                continue
+            multiword_end = last
+            form = unescape_misc(misc["SpacesInToken"]) if "SpacesInToken" in misc else token["form"]
+            after = "" if misc.get("SpaceAfter") == "No" else " "
+            parts += [unescape_misc(misc.get("SpacesBefore", "")), form, unescape_misc(misc.get("SpacesAfter", after))]
+    return "".join(parts)
+
+
 LINE_TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=40)
 
 
@@ -298,11 +316,14 @@ def test_any_unicode_lines_give_conllu_that_readers_read_back(fast_nlp, lines, e
     assert all(len(line.split("\t")) == 10 for line in written.split("\n") if line and not line.startswith("#"))
     by_spacy, by_conllu = read_back(written)
     assert len(by_conllu) >= len(documents)
-    # the same tokens: spaCy's reader sees FORM (pictures for whitespace), SpacesInToken gives the text back
-    expected = [token.text for line in documents for token in fast_nlp.make_doc(line)]
+    # the same tokens but whitespace, which is no word: spaCy's reader sees FORM (pictures for
+    # whitespace inside a token), SpacesInToken gives the text back
+    expected = [token.text for line in documents for token in fast_nlp.make_doc(line) if not token.is_space]
     assert [word for words in by_conllu for word in words] == expected
     assert [len(words) for words in by_spacy] == [len(words) for words in by_conllu]
     assert all(word.strip() for words in by_spacy for word in words)
+    # and the words with their MISC give back every document's text, whitespace included
+    assert text_from_conllu(written) == "".join(documents)
 
 
 def test_conllu_output_read_as_input_gives_the_same_tokens(fast_nlp, tmp_path):
@@ -311,8 +332,10 @@ def test_conllu_output_read_as_input_gives_the_same_tokens(fast_nlp, tmp_path):
     parse_stream(fast_nlp, io.BytesIO(text.encode()), first)
     second = io.StringIO()
     parse_stream(fast_nlp, io.BytesIO(first.getvalue().encode()), second, input_format="conllu")
-    assert read_back(second.getvalue())[1] == read_back(first.getvalue())[1]
-    assert [w for ws in read_back(first.getvalue())[1] for w in ws] == [t.text for t in fast_nlp.make_doc(text[:-1])]
+    assert second.getvalue() == first.getvalue()
+    words = [t.text for t in fast_nlp.make_doc(text[:-1]) if not t.is_space]
+    assert [w for ws in read_back(first.getvalue())[1] for w in ws] == words
+    assert text_from_conllu(first.getvalue()) == text[:-1]
 
 
 def test_two_processes_give_the_same_output_as_one(fast_nlp):

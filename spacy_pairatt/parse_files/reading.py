@@ -138,10 +138,13 @@ def conllu_sentence(block: List[Line]) -> SourceDoc:
     Word IDs must run 1, 2, ..., n; a multiword token (ID 3-4) must start at the next word, and its
     words are joined without spaces, the last taking the multiword token's SpaceAfter; empty nodes
     (ID 3.1) are no words. A word whose MISC has SpacesInToken (what this module writes for a
-    token with line breaks, tabs or only whitespace) gets that value back as its text.
+    token with line breaks or tabs) gets that value back as its text. SpacesBefore and SpacesAfter
+    (UDPipe's, on a word or a multiword token) become whitespace tokens, as spaCy's tokenizer makes
+    them, so the Doc's text is the input's.
     """
     comments, words, spaces = [], [], []
-    multiword_end, multiword_space, multiword_line = 0, True, 0
+    multiword_start, multiword_end, multiword_spacing, multiword_line = 0, 0, ("", " "), 0
+    word_number = 0
     for number, _, text in block:
         if text.startswith("#"):
             comments.append(text[1:].strip())
@@ -160,33 +163,45 @@ def conllu_sentence(block: List[Line]) -> SourceDoc:
             raise ParseCommandError(f"CoNLL-U line {number}: ID {columns[0]!r} is not a word number")
         if not columns[1]:
             raise ParseCommandError(f"CoNLL-U line {number}: empty FORM")
-        space = misc.get("SpaceAfter") != "No"
         if isinstance(token_id, tuple):
             first, kind, last = token_id
             if kind == "-":
-                if first != len(words) + 1 or last <= first:
+                if first != word_number + 1 or last <= first:
                     raise ParseCommandError(
-                        f"CoNLL-U line {number}: multiword token {columns[0]} after word {len(words)}"
-                        f" (it must cover words {len(words) + 1}-N, N > {len(words) + 1})"
+                        f"CoNLL-U line {number}: multiword token {columns[0]} after word {word_number}"
+                        f" (it must cover words {word_number + 1}-N, N > {word_number + 1})"
                     )
-                multiword_end, multiword_space, multiword_line = last, space, number
-            elif first != len(words):
-                raise ParseCommandError(f"CoNLL-U line {number}: empty node {columns[0]} after word {len(words)}")
+                multiword_start, multiword_end, multiword_line = first, last, number
+                multiword_spacing = misc_spacing(misc, number)
+            elif first != word_number:
+                raise ParseCommandError(f"CoNLL-U line {number}: empty node {columns[0]} after word {word_number}")
             continue
-        if token_id != len(words) + 1:
+        if token_id != word_number + 1:
             raise ParseCommandError(
-                f"CoNLL-U line {number}: word ID {token_id} where {len(words) + 1} was expected (IDs run 1, 2, 3, ...)"
+                f"CoNLL-U line {number}: word ID {token_id} where {word_number + 1} was expected (IDs run 1, 2, 3, ...)"
             )
         word_number = token_id
+        if word_number > multiword_end:
+            before, after = misc_spacing(misc, number)
+        else:
+            before = multiword_spacing[0] if word_number == multiword_start else ""
+            after = multiword_spacing[1] if word_number == multiword_end else ""
+        if before:
+            words.append(before)
+            spaces.append(False)
         words.append(unescape_misc(misc["SpacesInToken"]) if misc.get("SpacesInToken") else columns[1])
-        spaces.append(space if word_number > multiword_end else word_number == multiword_end and multiword_space)
+        spaces.append(after.startswith(" "))
+        more = after[1:] if spaces[-1] else after  # what a Doc's space after the word cannot hold
+        if more:
+            words.append(more)
+            spaces.append(False)
     first_line, offset = block[0][:2]
     if not words:
         raise ParseCommandError(f"CoNLL-U line {first_line}: a sentence with comments but no word lines")
-    if multiword_end > len(words):
+    if multiword_end > word_number:
         raise ParseCommandError(
             f"CoNLL-U line {multiword_line}: a multiword token ends at word {multiword_end}"
-            f" of a sentence of {len(words)} words"
+            f" of a sentence of {word_number} words"
         )
     sent_id = next((value for key, value in map(comment_parts, comments) if key == "sent_id"), None)
     return SourceDoc(
@@ -219,6 +234,20 @@ def unescape_misc(value: str) -> str:
         return MISC_UNESCAPES.get(code, match.group(0))
 
     return MISC_ESCAPE.sub(replace, value)
+
+
+def misc_spacing(misc: Dict[str, str], number: int) -> Tuple[str, str]:
+    """(whitespace before, whitespace after) a word or multiword token, from its MISC: SpacesBefore,
+    SpacesAfter (escaped), else one space after unless SpaceAfter=No."""
+    before = unescape_misc(misc.get("SpacesBefore") or "")
+    if misc.get("SpacesAfter"):
+        after = unescape_misc(misc["SpacesAfter"])
+    else:
+        after = "" if misc.get("SpaceAfter") == "No" else " "
+    for key, value in (("SpacesBefore", before), ("SpacesAfter", after)):
+        if value and not value.isspace():
+            raise ParseCommandError(f"CoNLL-U line {number}: {key}={misc[key]} is not whitespace")
+    return before, after
 
 
 def comment_parts(comment: str) -> Tuple[str, str]:

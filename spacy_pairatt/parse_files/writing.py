@@ -7,7 +7,7 @@ from typing import Callable, Dict, Iterable, List, Optional, TextIO
 
 from conllu.models import Token as ConlluToken
 from conllu.models import TokenList
-from spacy.tokens import Doc
+from spacy.tokens import Doc, Span, Token
 from tqdm import tqdm
 
 from ..components.tokenizer import multiword_tokens
@@ -17,9 +17,10 @@ from .reading import SOURCE_KEY, comment_parts
 # What keeps a CoNLL-U file readable by every reader. LINE_BREAKS: what Python's str.splitlines
 # (so universal-newline readers) ends a line at. A FORM or LEMMA gets a visible picture for each of
 # them and for the tab, and for any whitespace that is not one space between two other characters
-# (readers strip lines and the `conllu` library splits columns at two spaces); a whitespace-only
-# token is all pictures. The token's exact text then goes into MISC as SpacesInToken (UDPipe's
-# name and escapes: \s space, \t tab, \r, \n, \p for |, \\; other whitespace and = as \uXXXX).
+# (readers strip lines and the `conllu` library splits columns at two spaces). The token's exact
+# text then goes into MISC as SpacesInToken (UDPipe's name and escapes: \s space, \t tab, \r, \n,
+# \p for |, \\; other whitespace and = as \uXXXX). A whitespace-only token is no word at all: its
+# text goes into SpacesBefore / SpacesAfter, with the same escapes (see DocWords).
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 UNSAFE = frozenset(LINE_BREAKS + "\t")
 PICTURES = {
@@ -82,34 +83,40 @@ def conllu_blocks(doc: Doc) -> str:
     token (`do` `n't`) get a multiword token line before their words (see multiword_line). Any text
     gives lines that every reader splits the same way (see conllu_form); the token lines are written
     by the `conllu` library.
+
+    Whitespace is not a word in UD: spaCy's whitespace tokens stay out of the words and go into MISC
+    (see DocWords), and a sentence made only of them is no sentence, so the output scores against a
+    gold file of the same text.
     """
     annotated = {attr: doc.has_annotation(attr) for attr in ("LEMMA", "POS", "TAG", "MORPH", "DEP")}
-    sentences = list(doc.sents) if doc.has_annotation("SENT_START") or annotated["DEP"] else [doc[:]]
+    spans = list(doc.sents) if doc.has_annotation("SENT_START") or annotated["DEP"] else [doc[:]]
+    spacing = DocWords(doc)
+    sentences = [span for span in spans if any(not token.is_space for token in span)]
     blocks = []
     for number, sentence in enumerate(sentences, 1):
+        words = [token for token in sentence if not token.is_space]
+        ids = {token.i: k for k, token in enumerate(words, 1)}
+        runs = {sentence[run.start].i: sentence[run.start : run.stop] for run in multiword_tokens(sentence)}
+        inside = {token.i for run in runs.values() for token in run}
+        heads = word_heads(doc, sentence, words) if annotated["DEP"] else {}
         tokens = []
-        runs = {run.start: run for run in multiword_tokens(sentence)}
-        inside = {i for run in runs.values() for i in run}
-        for position, token in enumerate(sentence):
-            if position in runs:
-                tokens.append(multiword_line(sentence, runs[position]))
+        for token in words:
+            if token.i in runs:
+                run = runs[token.i]
+                tokens.append(multiword_line(run, ids[run[0].i], ids[run[-1].i], spacing.spacing_misc(run[0], run[-1])))
+            misc = {} if token.i in inside else spacing.spacing_misc(token, token)
             form = conllu_form(token.text)
-            misc = {} if token.whitespace_ or position in inside else {"SpaceAfter": "No"}
             if form != token.text:
                 misc["SpacesInToken"] = escape_misc(token.text)
             misc.update(confidence_misc(token))
             head = deprel = None
             if annotated["DEP"]:
-                if not sentence.start <= token.head.i < sentence.end:
-                    raise ParseCommandError(
-                        f"the pipeline gave token {token.i} of document {doc.user_data[SOURCE_KEY]['id']} "
-                        "a head outside its sentence"
-                    )
-                is_root = token.head.i == token.i
-                head = 0 if is_root else token.head.i - sentence.start + 1
-                deprel = conllu_field("root" if is_root and token.dep_ == "ROOT" else token.dep_)
+                head_word = heads[token.i]
+                head = 0 if head_word is None else ids[head_word.i]
+                is_root = head_word is None and (token.head.i != token.i or token.dep_ == "ROOT")
+                deprel = conllu_field("root" if is_root else token.dep_)
             values = {
-                "id": token.i - sentence.start + 1,
+                "id": ids[token.i],
                 "form": form,
                 "lemma": conllu_form(token.lemma_) if annotated["LEMMA"] and token.lemma_ else None,
                 "upos": conllu_field(token.pos_) if annotated["POS"] else None,
@@ -121,23 +128,77 @@ def conllu_blocks(doc: Doc) -> str:
                 "misc": misc or None,
             }
             tokens.append(ConlluToken(values))
-        comments = sentence_comments(doc, sentence, number, len(sentences))
+        text = doc.text[words[0].idx : words[-1].idx + len(words[-1])]
+        comments = sentence_comments(doc, text, number, len(sentences))
         blocks.append("".join(f"# {conllu_comment(comment)}\n" for comment in comments))
         blocks.append(TokenList(tokens).serialize())
     return "".join(blocks)
 
 
-def multiword_line(sentence, run: range) -> ConlluToken:
-    """The line `2-3 don't` of a UD multiword token over the sentence's tokens `run`; SpaceAfter is
-    its last token's, and its words then carry none (tokenizer.multiword_tokens says which)."""
-    surface = sentence[run.start : run.stop]
-    values = {"id": (run.start + 1, "-", run.stop), "form": conllu_form(surface.text)}
+class DocWords:
+    """Where a Doc's whitespace goes in CoNLL-U: the whitespace before its first word, and after each
+    word up to the next (its own trailing space and any whitespace tokens), so that the words and
+    their MISC give back the Doc's text exactly."""
+
+    def __init__(self, doc: Doc):
+        self.first_word: Optional[int] = None
+        self.before = ""
+        self.after: Dict[int, str] = {}
+        last_word = None
+        for token in doc:
+            if not token.is_space:
+                self.first_word = token.i if self.first_word is None else self.first_word
+                self.after[token.i] = token.whitespace_
+                last_word = token.i
+            elif last_word is None:
+                self.before += token.text_with_ws
+            else:
+                self.after[last_word] += token.text_with_ws
+
+    def spacing_misc(self, first: Token, last: Token) -> Dict[str, str]:
+        """MISC of a word or multiword token from `first` to `last`: SpacesBefore on the Doc's first
+        word, SpaceAfter=No where no whitespace follows, SpacesAfter (escaped) where it is not one space."""
+        misc = {}
+        if first.i == self.first_word and self.before:
+            misc["SpacesBefore"] = escape_misc(self.before)
+        after = self.after[last.i]
+        if not after:
+            misc["SpaceAfter"] = "No"
+        elif after != " ":
+            misc["SpacesAfter"] = escape_misc(after)
+        return misc
+
+
+def word_heads(doc: Doc, sentence: Span, words: List[Token]) -> Dict[int, Optional[Token]]:
+    """Each word's head among the sentence's words; None for the root.
+
+    A word whose head is a whitespace token takes its nearest ancestor that is a word; the first
+    word left without one is the root, and any other such word hangs from it.
+    """
+    heads: Dict[int, Optional[Token]] = {}
+    for token in words:
+        if not sentence.start <= token.head.i < sentence.end:
+            raise ParseCommandError(
+                f"the pipeline gave token {token.i} of document {doc.user_data[SOURCE_KEY]['id']} "
+                "a head outside its sentence"
+            )
+        heads[token.i] = next((ancestor for ancestor in token.ancestors if not ancestor.is_space), None)
+    top = [token for token in words if heads[token.i] is None]
+    for token in top[1:]:
+        heads[token.i] = top[0]
+    return heads
+
+
+def multiword_line(surface: Span, first_id: int, last_id: int, misc: Dict[str, str]) -> ConlluToken:
+    """The line `2-3 don't` of a UD multiword token over the words `surface`; it carries the spacing
+    MISC (see DocWords), and its words none (tokenizer.multiword_tokens says which)."""
+    values = {"id": (first_id, "-", last_id), "form": conllu_form(surface.text)}
     values.update(dict.fromkeys(("lemma", "upos", "xpos", "feats", "head", "deprel", "deps")))
-    values["misc"] = None if surface[-1].whitespace_ else {"SpaceAfter": "No"}
+    values["misc"] = misc or None
     return ConlluToken(values)
 
 
-def sentence_comments(doc: Doc, sentence, number: int, n_sentences: int) -> List[str]:
+def sentence_comments(doc: Doc, text: str, number: int, n_sentences: int) -> List[str]:
     """A one-sentence Doc keeps its input's comments, with sent_id and text added where missing.
 
     When the pipeline split the Doc into several sentences, the input's sent_id and text no longer
@@ -152,7 +213,7 @@ def sentence_comments(doc: Doc, sentence, number: int, n_sentences: int) -> List
     if "sent_id" not in keys:
         comments = comments + [f"sent_id = {sent_id}"]
     if "text" not in keys:
-        comments = comments + [f"text = {conllu_text(sentence.text)}"]
+        comments = comments + [f"text = {conllu_text(text)}"]
     return comments
 
 
