@@ -4,6 +4,8 @@
 import argparse
 import sys
 
+from ..parse_files.errors import MAX_COUNT
+
 
 def at_least_one(text: str) -> int:
     """argparse type: a whole number >= 1."""
@@ -22,10 +24,14 @@ def process_count(text: str) -> int:
 
 
 def whole_number(text: str) -> int:
+    """argparse type: a whole number that Python's counters (islice, deque) take, up to MAX_COUNT either way."""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if abs(value) > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"{text} is too large (at most {MAX_COUNT})")
+    return value
 
 
 def parse(args) -> None:

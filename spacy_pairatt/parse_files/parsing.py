@@ -85,12 +85,12 @@ class StopAtError:
 def parse_docs(nlp: Language, sources: Iterable[SourceDoc], batch_size: int = 64, n_process: int = 1) -> Iterator[Doc]:
     """The parsed Docs in input order, each source made a Doc when the parser asks for it.
 
-    n_process > 1 (or -1: one per CPU): forked worker processes (parse_in_processes). An error
-    of the pipeline is a ParseCommandError naming the documents it was parsing.
+    n_process > 1 (or -1: one per CPU): forked worker processes (parse_in_processes), never more
+    than the CPUs this process may use (more would only compete for them). An error of the pipeline
+    is a ParseCommandError naming the documents it was parsing.
     """
     check_counts(batch_size, n_process)
-    if n_process == -1:
-        n_process = os.cpu_count() or 1
+    n_process = usable_cpus() if n_process == -1 else min(n_process, usable_cpus())
     if n_process > 1:
         yield from parse_in_processes(nlp, sources, batch_size, n_process)
         return
@@ -113,6 +113,12 @@ def parse_docs(nlp: Language, sources: Iterable[SourceDoc], batch_size: int = 64
     except Exception as error:
         batch = list(recent)[-(n_read - n_parsed) :] if n_read > n_parsed else list(recent)[-1:]
         raise pipeline_error(error, batch) from error
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, where the platform has one), at least 1."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0)) if affinity else os.cpu_count() or 1)
 
 
 def pipeline_error(error: BaseException, batch: List[SourceDoc]) -> ParseCommandError:

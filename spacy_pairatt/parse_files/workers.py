@@ -104,8 +104,9 @@ def work(nlp: Language, tasks, results, batch_size: int) -> None:
 def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: int, n_process: int) -> Iterator[Doc]:
     """nlp.pipe's work over forked processes, in input order, stopping them on any error.
 
-    Batch k goes to worker k % n_process; each worker has at most BATCHES_AHEAD batches waiting.
-    spaCy's own n_process is not used: after an error its queue feeder threads could block the
+    Batch k goes to worker k % n_process; each worker has at most BATCHES_AHEAD batches waiting. A
+    worker is forked when its first batch is sent, so a short input starts no more workers than it
+    has batches. spaCy's own n_process is not used: after an error its queue feeder threads could block the
     process's exit forever. Here an error (or closing this generator) kills the workers and cancels
     what their queues still hold, so the caller can exit at once.
     """
@@ -121,14 +122,14 @@ def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: 
 
     def send_next() -> None:
         for index, batch in batches:
+            if index == len(workers) < n_process:
+                workers.append(Worker(context, nlp, batch_size))
             worker = workers[index % n_process]
             worker.tasks.put(batch)
             in_flight.append((worker, batch))
             return
 
     try:
-        for _ in range(n_process):
-            workers.append(Worker(context, nlp, batch_size))
         for _ in range(BATCHES_AHEAD * n_process):
             send_next()
         while in_flight:
