@@ -179,7 +179,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="2000,20000")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--model", default="", help="a trained pipeline (default: parser_minilm.cfg, initialised)")
-    parser.add_argument("--speed-pairs", type=int, default=3, help="off/on block pairs of the speed check")
+    parser.add_argument("--speed-pairs", type=int, default=2, help="off/on block pairs of the speed check")
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
     parser.add_argument("--release-words", type=int, help="words between heap releases (default: the components')")
     parser.add_argument("--output", default="results/bench_memory.json")
