@@ -20,9 +20,21 @@ def json_text(data: Any, *, compact: bool = False, sort_keys: bool = False) -> s
 def write_json(path: PathLike, data: Any, *, compact: bool = False, sort_keys: bool = False) -> str:
     """Write `data` to `path` as `json_text` does and return the text."""
     text = json_text(data, compact=compact, sort_keys=sort_keys)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(text + "\n", encoding="utf8")
+    write_text(path, text + "\n")
     return text
+
+
+def write_text(path: PathLike, text: str) -> None:
+    """Write `text` to `path` as UTF-8, its folder made. A failed write (a full disk, /dev/full) names
+    the path: the OSError of write() itself has none, and the command's one-line error shows it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.write_text(text, encoding="utf8")
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
 
 
 def read_json(path: PathLike) -> Optional[Any]:

@@ -107,6 +107,7 @@ def ud_eval(args) -> None:
 def ud_text(args) -> None:
     """The raw text of a CoNLL-U file's documents, one a line, for `parse` from raw text."""
     from ..evaluation.ud_eval import document_texts
+    from ..json_files import write_text
 
     with open(args.conllu, encoding="utf8") as file:
         try:
@@ -116,8 +117,7 @@ def ud_text(args) -> None:
             raise SystemExit(f"python -m spacy_pairatt ud-text: error: {message}") from None
     text = "".join(line + "\n" for line in texts)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf8")
+        write_text(args.output, text)
     else:
         sys.stdout.write(text)
 

@@ -43,6 +43,9 @@ def assemble(args) -> None:
 def demo(args) -> None:
     from ..release.packaging import parse_examples
 
+    blank = next((text for text in args.text or [] if not text.strip()), None)
+    if blank is not None:
+        raise SystemExit(f"python -m spacy_pairatt demo: error: --text {blank!r} has no words to parse")
     parse_examples(args.model, args.output, args.text or None)
 
 

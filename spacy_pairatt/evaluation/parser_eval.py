@@ -28,15 +28,15 @@ def evaluate_pipeline(
     sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
     segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
     spaCy's rule-based sentencizer in front of the pipeline, and a path puts the `senter` of the
-    pipeline saved there in front. decoder ("mst" or "greedy") replaces the saved decoder of every
-    pairatt_parser, so one trained model is scored with and without MST. per_document adds each
-    document's arc counts (`arc_counts`), which paired bootstrap tests between two models need.
+    pipeline saved there in front, in place of the pipeline's own senter where it has one. decoder
+    ("mst" or "greedy") replaces the saved decoder of every pairatt_parser, so one trained model is
+    scored with and without MST. per_document adds each document's arc counts (`arc_counts`), which
+    paired bootstrap tests between two models need.
     without: components removed before parsing, to time a pipeline with and without them on the same
     weights and machine (the UD pipeline's cost over its parser).
     """
     started = time.time()
-    if not Path(data).exists():
-        raise ValueError(f"there is no corpus at {data}")
+    check_corpus(data)
     nlp = spacy.load(model)
     unknown = [name for name in without if name not in nlp.pipe_names]
     if unknown:
@@ -52,7 +52,7 @@ def evaluate_pipeline(
     elif sentences not in ("pipeline", "gold"):
         if not Path(sentences).exists():
             raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
-        nlp.add_pipe("senter", source=spacy.load(sentences), first=True)
+        put_senter_first(nlp, sentences)
     examples = list(Corpus(data)(nlp))
     if not examples:
         raise ValueError(f"{data} holds no documents")
@@ -78,6 +78,31 @@ def evaluate_pipeline(
     result["model_config"] = model_provenance(nlp, model)
     result["provenance"] = provenance(seed=result["model_config"]["seed"], started=started)
     return result
+
+
+def check_corpus(data: str) -> None:
+    """A .spacy file or a folder holding some, before anything loads (spaCy's Corpus only warns and reads nothing)."""
+    path = Path(data)
+    if not path.exists():
+        raise ValueError(f"there is no corpus at {data}")
+    if path.is_dir():
+        if not any(path.rglob("*.spacy")):
+            raise ValueError(f"{data} is a folder without .spacy files; evaluate reads spaCy's DocBin corpora")
+    elif path.suffix != ".spacy":
+        raise ValueError(
+            f"{data} is not a .spacy file; evaluate reads spaCy's DocBin corpora (spacy convert, *-convert)"
+        )
+
+
+def put_senter_first(nlp: spacy.Language, path: str) -> None:
+    """The `senter` of the pipeline saved at `path` in front of `nlp`, replacing `nlp`'s own senter:
+    the sentences are the ones asked for, and two components cannot share the name."""
+    source = spacy.load(path)
+    if "senter" not in source.pipe_names:
+        raise ValueError(f"the pipeline at {path} has no senter (its components: {', '.join(source.pipe_names)})")
+    if "senter" in nlp.pipe_names:
+        nlp.remove_pipe("senter")
+    nlp.add_pipe("senter", source=source, first=True)
 
 
 def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:
