@@ -29,18 +29,13 @@ WAIT_SECONDS = 300  # for the cluster to start under a loaded CI machine: a hang
 
 
 @pytest.fixture(scope="module")
-def fast_model(tmp_path_factory):
-    path = tmp_path_factory.mktemp("fast") / "model"
-    build_fast_pipeline().to_disk(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def long_input(tmp_path_factory):
-    path = tmp_path_factory.mktemp("input") / "input.txt"
+def dask_files(tmp_path_factory):
+    """(test_parse_faults' fast pipeline, saved where the workers load it; an input of N_LINES lines)."""
+    folder = tmp_path_factory.mktemp("dask")
+    build_fast_pipeline().to_disk(folder / "model")
     lines = (f"Line {i} is a sentence about the cat that sat on the mat near the door ." for i in range(N_LINES))
-    path.write_text("\n".join(lines) + "\n", encoding="utf8")
-    return path
+    (folder / "input.txt").write_text("\n".join(lines) + "\n", encoding="utf8")
+    return str(folder / "model"), folder / "input.txt"
 
 
 def dask_command(model, source, output, *options):
@@ -74,9 +69,10 @@ def stderr_lines(text):
 
 
 @pytest.mark.parametrize("stop", ["sigint_to_group", "sigterm"])
-def test_an_interrupt_mid_run_leaves_no_shards_and_the_rerun_succeeds(fast_model, long_input, tmp_path, stop):
+def test_an_interrupt_mid_run_leaves_no_shards_and_the_rerun_succeeds(dask_files, tmp_path, stop):
     """Sent while a task is writing its shard (its partial file exists); once every process of the run is
     gone, nothing is in the output directory, so no late write can come; the same command then succeeds."""
+    fast_model, long_input = dask_files
     output = tmp_path / "shards"
     process = start(dask_command(fast_model, long_input, output))
     wait_for(lambda: any(output.glob(".shards-run-*/.shard-*.partial")), "a task writing its shard")
@@ -97,8 +93,9 @@ def test_an_interrupt_mid_run_leaves_no_shards_and_the_rerun_succeeds(fast_model
     assert sorted(path.name for path in output.iterdir()) == [f"shard-{i:05d}.conllu" for i in range(10)]
 
 
-def test_a_bad_input_line_is_one_line_and_leaves_no_shards(fast_model, long_input, tmp_path):
+def test_a_bad_input_line_is_one_line_and_leaves_no_shards(dask_files, tmp_path):
     """Line 450 is not UTF-8: the scan has submitted two shards by then, which are cancelled or discarded."""
+    fast_model, long_input = dask_files
     lines = long_input.read_bytes().split(b"\n")
     lines[449] = b"Caf\xe9 here ."
     source = tmp_path / "input.txt"
