@@ -3,12 +3,14 @@ loop-by-loop reference computation."""
 
 import numpy as np
 import pytest
+import spacy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spacy.tokens import Doc
 
 from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
-from spacy_pairatt.core.features import entity_groups
+from spacy_pairatt.core.features import borrowed_wordpieces, entity_groups
 from spacy_pairatt.core.pooling import WordAttention, bucket_windows, pool_attention, pool_hidden
 
 
@@ -296,3 +298,19 @@ def test_views_of_one_transformer_pass_are_bucketed_without_a_copy():
     assert [len(bucket) for bucket in window_hidden] == [3]
     np.testing.assert_array_equal(window_hidden[0].numpy(), one_pass[0][[2, 0, 1]])
     np.testing.assert_array_equal(attention[0][1].numpy(), one_pass[1][1][[2, 0, 1]])
+
+
+def test_tokens_the_encoder_drops_share_the_wordpieces_before_them():
+    """Zero-width, format and combining characters get no wordpiece from the encoder's tokenizer:
+    such a token takes the previous word's (the next one's at the start); whitespace keeps none."""
+    vocab = spacy.blank("en").vocab
+    words = ["\u200b", "Caf", "\u0301", "  ", "\u200d\u200c", "ok", "\ufeff"]
+    doc = Doc(vocab, words=words, spaces=[False, False, True, False, True, False, False])
+    lengths = np.array([0, 2, 0, 0, 0, 1, 0])
+    positions = np.array([1, 2, 3])  # Caf: 1, 2; ok: 3
+    new_lengths, new_positions = borrowed_wordpieces(doc, lengths, positions)
+    assert new_lengths.tolist() == [2, 2, 2, 0, 2, 1, 1]
+    assert new_positions.tolist() == [1, 2, 1, 2, 1, 2, 1, 2, 3, 3]
+    # a Doc where no token has a wordpiece keeps none: the scorer's placeholder stands in
+    lone = Doc(vocab, words=["\u200b"], spaces=[False])
+    assert [a.tolist() for a in borrowed_wordpieces(lone, np.array([0]), np.zeros(0, dtype="int64"))] == [[0], []]

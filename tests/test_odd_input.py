@@ -191,3 +191,17 @@ def test_whitespace_is_no_word_in_the_conllu_of_either_pipeline(pipeline, tmp_pa
     assert text_from_conllu(system) == text.replace("\n", "")
     # an untrained senter cuts sentences anywhere: only tokens and words are held to the gold
     assert_scores_against_gold(system, tmp_path, sentences_too=False)
+
+
+def test_tokens_the_encoder_drops_get_the_wordpieces_before_them(pipeline):
+    """A token of zero-width, format or combining characters only: the tiny BERT's tokenizer gives it
+    no wordpiece; the parser's features give it the previous word's (core.features.borrowed_wordpieces)."""
+    from spacy_pairatt.core.features import window_batch
+
+    _, nlp = pipeline
+    doc = nlp("Word \u200b and \u0301 here \ufeff")
+    dropped = [token.i for token in doc if token.text in ("\u200b", "\u0301", "\ufeff")]
+    assert len(dropped) == 3 and all(doc._.trf_data.align.lengths[i] == 0 for i in dropped)
+    lengths = window_batch([doc], [doc._.trf_data], False, [True]).alignments.lengths
+    assert all(lengths[i] == lengths[i - 1] > 0 for i in dropped)
+    assert all(0 <= token.head.i < len(doc) for token in doc)

@@ -3,7 +3,9 @@
 The transformer's outputs for a batch are windows (spans) of `P` padded wordpiece positions, and
 each Doc's `TransformerData.align` maps its spaCy tokens to positions of its own windows; a token
 can own several wordpieces and a wordpiece can belong to several tokens ("do" and "n't" share
-"don"), and whitespace tokens own none. A *group* is what one pair-score matrix covers (a
+"don"; a token of zero-width, format or combining characters, which the encoder's tokenizer drops,
+shares the wordpieces of the token before it: features.borrowed_wordpieces), and whitespace tokens
+own none. A *group* is what one pair-score matrix covers (a
 sentence for the parser, a Doc's entities for relations); its *units* are what the scorer pairs:
 unit 0 is the artificial root, carried by each window's first position ([CLS] or <s>), units
 1..n are words or entities (an entity owns the tokens of all its mentions).

@@ -131,7 +131,30 @@ def _doc_alignment(doc: Doc, trf_data, used: bool) -> Tuple[np.ndarray, np.ndarr
     """(wordpieces per token, their flat positions) of one Doc; none for a Doc without output."""
     if not used:
         return np.zeros(len(doc), dtype="int64"), np.zeros(0, dtype="int64")
-    return np.asarray(trf_data.align.lengths, dtype="int64"), np.asarray(trf_data.align.dataXd, dtype="int64").ravel()
+    lengths = np.asarray(trf_data.align.lengths, dtype="int64")
+    return borrowed_wordpieces(doc, lengths, np.asarray(trf_data.align.dataXd, dtype="int64").ravel())
+
+
+def borrowed_wordpieces(doc: Doc, lengths: np.ndarray, positions: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """The alignment with a word for every token that is not whitespace.
+
+    The encoder's tokenizer drops zero-width, format (U+200B, U+200D, U+FEFF), combining (U+0301)
+    and control characters, so a token made only of them owns no wordpiece and would be scored from
+    nothing. Such a token takes the wordpieces of the nearest token before it that has some (Unicode
+    joins these characters to the one before them), or after it at the start of a Doc, as `do` and
+    `n't` share `don`. Whitespace tokens keep none (they are no words). Only a Doc where no token
+    has a wordpiece leaves them without, for the scorer's learned placeholder (PairIndicators).
+    """
+    wordless = [token.i for token in doc if lengths[token.i] == 0 and not token.is_space]
+    donors = np.flatnonzero(lengths)
+    if not wordless or not len(donors):
+        return lengths, positions
+    starts = np.cumsum(lengths) - lengths
+    pieces = [positions[start : start + n] for start, n in zip(starts, lengths)]
+    for i in wordless:
+        before = donors[donors < i]
+        pieces[i] = pieces[before[-1] if len(before) else donors[0]]
+    return np.array([len(piece) for piece in pieces], dtype="int64"), np.concatenate(pieces)
 
 
 def _doc_outputs(doc_index: int, doc: Doc, trf_data, use_attention: bool):
