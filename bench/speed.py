@@ -1,7 +1,8 @@
 """Speed benchmark (issue 4): inference words/s, training step time, MST share of parse time.
 
 In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc):
-  (a) the transformer alone, (b) transformer + pairatt_parser, (c) transformer + spaCy's
+  (a) the transformer alone, (b) transformer + pairatt_parser (storing its confidence, the default;
+  also timed storing none and storing the marginal matrices), (c) transformer + spaCy's
   transition parser on the same encoder as configs/transition_minilm.cfg has it (stock
   `transformer` component, SDPA attention, no attention output), and (c') the same with the
   `pairatt_transformer` component's batching; interleaved per repeat; median words/s.
@@ -59,11 +60,26 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
         with hugging_face_attention(pairatt.get_pipe("transformer").model.transformer):
             transformer_alone(batch)
 
+    def pairatt_storing(confidence: str):
+        """(b) with the parser storing this much confidence on the Doc (`spacy_pairatt.confidence`)."""
+
+        def run(batch):
+            parser = pairatt.get_pipe("pairatt_parser")
+            saved, parser.confidence = parser.confidence, confidence
+            try:
+                list(pairatt.pipe(batch, batch_size=batch_size))
+            finally:
+                parser.confidence = saved
+
+        return run
+
     # Each run with its pipeline, whose vocab the Docs are made in.
     runs = {
         "a_transformer": (pairatt, transformer_alone),
         "a_transformer_hf_attention": (pairatt, transformer_alone_hf_attention),
-        "b_pairatt": (pairatt, lambda batch: list(pairatt.pipe(batch, batch_size=batch_size))),
+        "b_pairatt": (pairatt, pairatt_storing("arcs")),
+        "b_pairatt_confidence_none": (pairatt, pairatt_storing("none")),
+        "b_pairatt_confidence_matrix": (pairatt, pairatt_storing("matrix")),
         "c_transition": (transition, lambda batch: list(transition.pipe(batch, batch_size=batch_size))),
         "c_transition_wordpiece_batched": (
             transition_batched,
@@ -85,6 +101,9 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
         "words_per_second": {name: [round(v, 1) for v in values] for name, values in speeds.items()},
         "median_words_per_second": {name: round(v, 1) for name, v in medians.items()},
         "ratio_b_over_a": round(medians["b_pairatt"] / medians["a_transformer"], 3),
+        # b stores confidence = "arcs" (the default); these two: storing none, and the marginal matrices too
+        "ratio_b_confidence_none_over_a": round(medians["b_pairatt_confidence_none"] / medians["a_transformer"], 3),
+        "ratio_b_confidence_matrix_over_a": round(medians["b_pairatt_confidence_matrix"] / medians["a_transformer"], 3),
         "ratio_b_over_c": round(medians["b_pairatt"] / medians["c_transition"], 3),
         "ratio_b_over_c_wordpiece_batched": round(medians["b_pairatt"] / medians["c_transition_wordpiece_batched"], 3),
         "ratio_a_over_a_hf_attention": round(medians["a_transformer"] / medians["a_transformer_hf_attention"], 3),

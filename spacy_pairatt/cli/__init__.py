@@ -5,11 +5,22 @@ import os
 import sys
 
 from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
-from . import ablation, attention_curve, corpora, encoders, evaluate, parse, probing, release, tokenizer
+from . import ablation, attention_curve, confidence, corpora, encoders, evaluate, parse, probing, release, tokenizer
 from .errors import one_line
 
 # Each module adds its commands; --help lists them in this order.
-COMMAND_GROUPS = (corpora, encoders, tokenizer, parse, evaluate, release, probing, ablation, attention_curve)
+COMMAND_GROUPS = (
+    corpora,
+    encoders,
+    tokenizer,
+    parse,
+    confidence,
+    evaluate,
+    release,
+    probing,
+    ablation,
+    attention_curve,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -167,14 +167,19 @@ def confidence_and_correctness(chunks: Sequence[GoldChunk], arc_temperature: flo
 
 def collect_decoded(nlp, data: str, batch_size: int = 64, parser_name: str = "") -> List[GoldChunk]:
     """Run the pipeline's parser once over a .spacy corpus's gold tokens and gold sentences; keep
-    each chunk's decoder inputs and outputs with the gold heads and labels."""
+    each chunk's decoder inputs and outputs with the gold heads and labels. The components before
+    the parser run, but for those that set sentence boundaries (a senter would undo the gold ones)."""
     from spacy.training import Corpus
 
     from .parser_eval import copy_gold_sentence_starts
 
     parser_name = parser_name or next(name for name, pipe in nlp.pipeline if hasattr(pipe, "decode_chunks"))
     parser = nlp.get_pipe(parser_name)
-    before = nlp.pipe_names[: nlp.pipe_names.index(parser_name)]
+    before = [
+        name
+        for name in nlp.pipe_names[: nlp.pipe_names.index(parser_name)]
+        if not {"token.is_sent_start", "doc.sents"} & set(nlp.get_pipe_meta(name).assigns)
+    ]
     examples = list(Corpus(data)(nlp))
     if not examples:
         raise ValueError(f"{data} holds no documents")
