@@ -20,7 +20,7 @@ from .reading import SOURCE_KEY, comment_parts
 # (readers strip lines and the `conllu` library splits columns at two spaces). The token's exact
 # text then goes into MISC as SpacesInToken (UDPipe's name and escapes: \s space, \t tab, \r, \n,
 # \p for |, \\; other whitespace and = as \uXXXX). A whitespace-only token is no word at all: its
-# text goes into SpacesBefore / SpacesAfter, with the same escapes (see DocWords).
+# text goes into SpacesBefore / SpacesAfter, with the same escapes (see DocSpacing).
 LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 UNSAFE = frozenset(LINE_BREAKS + "\t")
 PICTURES = {
@@ -85,12 +85,12 @@ def conllu_blocks(doc: Doc) -> str:
     by the `conllu` library.
 
     Whitespace is not a word in UD: spaCy's whitespace tokens stay out of the words and go into MISC
-    (see DocWords), and a sentence made only of them is no sentence, so the output scores against a
+    (see DocSpacing), and a sentence made only of them is no sentence, so the output scores against a
     gold file of the same text.
     """
     annotated = {attr: doc.has_annotation(attr) for attr in ("LEMMA", "POS", "TAG", "MORPH", "DEP")}
     spans = list(doc.sents) if doc.has_annotation("SENT_START") or annotated["DEP"] else [doc[:]]
-    spacing = DocWords(doc)
+    spacing = DocSpacing(doc)
     sentences = [span for span in spans if any(not token.is_space for token in span)]
     blocks = []
     for number, sentence in enumerate(sentences, 1):
@@ -103,21 +103,18 @@ def conllu_blocks(doc: Doc) -> str:
         for token in words:
             if token.i in runs:
                 run = runs[token.i]
-                tokens.append(multiword_line(run, ids[run[0].i], ids[run[-1].i], spacing.spacing_misc(run[0], run[-1])))
-            misc = {} if token.i in inside else spacing.spacing_misc(token, token)
-            form = conllu_form(token.text)
-            if form != token.text:
-                misc["SpacesInToken"] = escape_misc(token.text)
-            misc.update(confidence_misc(token))
+                tokens.append(multiword_line(run, ids[run[0].i], ids[run[-1].i], spacing.misc(run[0], run[-1])))
+            misc = word_misc(token, spacing, in_multiword_token=token.i in inside)
             head = deprel = None
             if annotated["DEP"]:
                 head_word = heads[token.i]
                 head = 0 if head_word is None else ids[head_word.i]
+                # UD's `root` for spaCy's ROOT and for a word made the root in place of a whitespace token
                 is_root = head_word is None and (token.head.i != token.i or token.dep_ == "ROOT")
                 deprel = conllu_field("root" if is_root else token.dep_)
             values = {
                 "id": ids[token.i],
-                "form": form,
+                "form": conllu_form(token.text),
                 "lemma": conllu_form(token.lemma_) if annotated["LEMMA"] and token.lemma_ else None,
                 "upos": conllu_field(token.pos_) if annotated["POS"] else None,
                 "xpos": conllu_field(token.tag_) if annotated["TAG"] else None,
@@ -135,7 +132,17 @@ def conllu_blocks(doc: Doc) -> str:
     return "".join(blocks)
 
 
-class DocWords:
+def word_misc(token: Token, spacing: "DocSpacing", in_multiword_token: bool) -> Dict[str, str]:
+    """A word's MISC: its whitespace (none inside a multiword token, whose line carries it),
+    SpacesInToken where its FORM got pictures, and the parser's confidence."""
+    misc = {} if in_multiword_token else spacing.misc(token, token)
+    if conllu_form(token.text) != token.text:
+        misc["SpacesInToken"] = escape_misc(token.text)
+    misc.update(confidence_misc(token))
+    return misc
+
+
+class DocSpacing:
     """Where a Doc's whitespace goes in CoNLL-U: the whitespace before its first word, and after each
     word up to the next (its own trailing space and any whitespace tokens), so that the words and
     their MISC give back the Doc's text exactly."""
@@ -155,7 +162,7 @@ class DocWords:
             else:
                 self.after[last_word] += token.text_with_ws
 
-    def spacing_misc(self, first: Token, last: Token) -> Dict[str, str]:
+    def misc(self, first: Token, last: Token) -> Dict[str, str]:
         """MISC of a word or multiword token from `first` to `last`: SpacesBefore on the Doc's first
         word, SpaceAfter=No where no whitespace follows, SpacesAfter (escaped) where it is not one space."""
         misc = {}
@@ -191,7 +198,7 @@ def word_heads(doc: Doc, sentence: Span, words: List[Token]) -> Dict[int, Option
 
 def multiword_line(surface: Span, first_id: int, last_id: int, misc: Dict[str, str]) -> ConlluToken:
     """The line `2-3 don't` of a UD multiword token over the words `surface`; it carries the spacing
-    MISC (see DocWords), and its words none (tokenizer.multiword_tokens says which)."""
+    MISC (see DocSpacing), and its words none (tokenizer.multiword_tokens says which)."""
     values = {"id": (first_id, "-", last_id), "form": conllu_form(surface.text)}
     values.update(dict.fromkeys(("lemma", "upos", "xpos", "feats", "head", "deprel", "deps")))
     values["misc"] = misc or None
