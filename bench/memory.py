@@ -97,6 +97,8 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
     heap = heap_usage() or {}
     return {
         "sentences": n,
+        # which checkpoint of a trained model ran (spacy train rewrites model-best as it improves)
+        "model_dev_las": nlp.meta.get("performance", {}).get("dep_las") if model else None,
         "release_component": True,
         "heap_release": heap_release,
         "heap_releases": HEAP_RELEASE.releases,
