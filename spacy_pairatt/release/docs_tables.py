@@ -29,6 +29,7 @@ from .blocks import (
     training_cost_block,
     width_sweep_block,
 )
+from .confidence_blocks import arc_objectives_block, calibration_block, confidence_cost_block
 from .curve_blocks import attention_curve_block, attention_curve_summary_block
 from .encoder_blocks import encoders_block
 from .footprint import requirements_block
@@ -59,6 +60,9 @@ BLOCKS: Dict[str, Callable[[Results], str]] = {
     "limits": limits_block,
     "requirements": requirements_block,
     "encoders": encoders_block,
+    "calibration": calibration_block,
+    "confidence-cost": confidence_cost_block,
+    "arc-objectives": arc_objectives_block,
 }
 
 
