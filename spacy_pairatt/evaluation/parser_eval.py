@@ -48,11 +48,16 @@ def evaluate_pipeline(
     if decoder is not None:
         set_decoder(nlp, decoder)
     if sentences == "sentencizer":
-        nlp.add_pipe("sentencizer", first=True)
+        put_first(nlp, "sentencizer")
     elif sentences not in ("pipeline", "gold"):
         if not Path(sentences).exists():
             raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
-        put_senter_first(nlp, sentences)
+        source = spacy.load(sentences)
+        if "senter" not in source.pipe_names:
+            raise ValueError(
+                f"the pipeline at {sentences} has no senter (its components: {', '.join(source.pipe_names)})"
+            )
+        put_first(nlp, "senter", source=source)
     examples = list(Corpus(data)(nlp))
     if not examples:
         raise ValueError(f"{data} holds no documents")
@@ -94,15 +99,12 @@ def check_corpus(data: str) -> None:
         )
 
 
-def put_senter_first(nlp: spacy.Language, path: str) -> None:
-    """The `senter` of the pipeline saved at `path` in front of `nlp`, replacing `nlp`'s own senter:
-    the sentences are the ones asked for, and two components cannot share the name."""
-    source = spacy.load(path)
-    if "senter" not in source.pipe_names:
-        raise ValueError(f"the pipeline at {path} has no senter (its components: {', '.join(source.pipe_names)})")
-    if "senter" in nlp.pipe_names:
-        nlp.remove_pipe("senter")
-    nlp.add_pipe("senter", source=source, first=True)
+def put_first(nlp: spacy.Language, name: str, **options) -> None:
+    """Add the segmenter `name` in front of `nlp` (add_pipe `options`), replacing `nlp`'s own of that
+    name: the sentences are the ones asked for, and two components cannot share a name (spaCy's E007)."""
+    if name in nlp.pipe_names:
+        nlp.remove_pipe(name)
+    nlp.add_pipe(name, first=True, **options)
 
 
 def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:
