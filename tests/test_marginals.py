@@ -104,6 +104,11 @@ def test_bad_input_is_named():
         tree_marginals(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="lengths"):
         tree_marginals(np.zeros((1, 3, 3)), lengths=[4])
+    no_tree = np.zeros((2, 3, 3))
+    no_tree[1, 2, :] = -np.inf  # word 2 of sentence 1 can have no head, not even the root
+    with pytest.raises(ValueError, match=r"no single-root tree .* \[1\]"):
+        tree_marginals(no_tree)
+    assert float(log_partition(no_tree[1])) == -np.inf
 
 
 def test_layouts_convert_both_ways():

@@ -105,7 +105,10 @@ def tree_marginals_with_log_partition(
     """
     batch, lengths, _ = _as_batch(scores, lengths)
     laplacian, arc_weights, root_weights, shifts = _shifted_laplacian(batch, lengths)
-    inverse = torch.linalg.inv(laplacian)
+    inverse, info = torch.linalg.inv_ex(laplacian)
+    if bool((info != 0).any()):
+        bad = torch.nonzero(info).flatten().tolist()
+        raise ValueError(f"no single-root tree has a finite score in sentence(s) {bad} of the batch")
     n = batch.shape[-1]
     not_first = (torch.arange(n) != 0).to(batch.dtype)
     own = torch.diagonal(inverse, dim1=-2, dim2=-1) * not_first  # [m != 0] K^-1[m, m]
