@@ -180,7 +180,9 @@ def test_json_output_has_the_conllu_parses(model_dir, text_file, tmp_path):
         [int(row[6]) if head is not None else None for row, head in zip(rows, sentence_heads)]
         for (_, rows), sentence_heads in zip(conllu, heads)
     ]
-    assert set(records[0]["tokens"][0]) == {"i", "text", "head", "dep", "is_sent_start"}
+    confidence = {"head_prob", "dep_prob", "head_candidates"}  # the parser stores its confidence by default
+    assert set(records[0]["tokens"][0]) == {"i", "text", "head", "dep", "is_sent_start"} | confidence
+    assert all(0 < token["head_prob"] <= 1 for record in records for token in record["tokens"])
 
 
 def test_two_processes_give_the_same_output(model_dir, dev_file, tmp_path):
