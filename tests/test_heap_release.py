@@ -69,9 +69,9 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
     from spacy_pairatt.release.limits import heap_limit, limits
     from spacy_pairatt.release.results import Results
 
-    def bench(peak_20k, cost):
+    def bench(peak_20k, cost, longest=20000):
         runs = [{"sentences": 2000, "heap_release": True, "peak_rss_mb_while_parsing": 1000.0},
-                {"sentences": 20000, "heap_release": True, "peak_rss_mb_while_parsing": peak_20k}]  # fmt: skip
+                {"sentences": longest, "heap_release": True, "peak_rss_mb_while_parsing": peak_20k}]  # fmt: skip
         memory = {"runs": runs, "peak_rss_growth": peak_20k / 1000 - 1, "heap_release": {"words_between": 25000},
                   "speed_check": {"speed_cost_at_default_interval": cost},
                   "bytes_kept_per_doc": {"no release component": 500000, "release": 50000},
@@ -82,6 +82,7 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
 
     assert "grew +12% from 2,000 to 20,000" in heap_limit(bench(1120.0, 0.01))
     assert "at 4.0% of parse speed (bar 3%)" in heap_limit(bench(1050.0, 0.04))
+    assert "from 2,000 to 5,000" in heap_limit(bench(1050.0, 0.01, longest=5000))  # too short to tell
     results = bench(1050.0, 0.01)
     assert heap_limit(results) is None
     assert not any("heap" in text for text in limits(results, ud_pipeline=False))

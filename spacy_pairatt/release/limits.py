@@ -55,14 +55,19 @@ def attention_memory_limit(results: Results) -> str:
 
 # Issue 47's bars for a long parse: peak RSS growth from the shortest stream to one of up to 20,000
 # sentences (longer streams: the second bar), and the share of parse speed the heap release may cost.
+# A bench whose longest stream is shorter than HEAP_LONG_STREAM says nothing about a long parse.
 HEAP_GROWTH_BARS = ((20_000, 0.10), (float("inf"), 0.15))
+HEAP_LONG_STREAM = 20_000
 HEAP_RELEASE_SPEED_BAR = 0.03
 
 
 def heap_growth_within_bars(memory: Dict) -> bool:
-    """Every released run's peak RSS within its bar of the shortest run's, at no more than the speed bar."""
+    """Every released run's peak RSS within its bar of the shortest run's, the longest run at least
+    HEAP_LONG_STREAM sentences, at no more than the speed bar."""
     runs = [run for run in memory["runs"] if run.get("heap_release")]
-    if len(runs) < 2 or memory["speed_check"]["speed_cost_at_default_interval"] > HEAP_RELEASE_SPEED_BAR:
+    if len(runs) < 2 or max(run["sentences"] for run in runs) < HEAP_LONG_STREAM:
+        return False
+    if memory["speed_check"]["speed_cost_at_default_interval"] > HEAP_RELEASE_SPEED_BAR:
         return False
     shortest = min(runs, key=lambda run: run["sentences"])
     for run in runs:
