@@ -581,9 +581,10 @@ class Runner:
             return
         code, stderr, interrupted = outcome
         self.record.exit_codes[str(code)] += 1
-        if not interrupted and case.interrupt:  # it ended before a task was seen writing: a plain run
+        if case.interrupt and not interrupted:  # it ended before a task was seen writing: a plain run
             self.record.by_kind[case.kind] -= 1
             self.record.by_kind[f"{case.kind}_ended_first"] += 1
+        if case.code == 0 or (case.interrupt and not interrupted):
             self.check_dask_success(case, output, code, stderr)
             return
         if code != case.code:
