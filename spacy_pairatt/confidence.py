@@ -104,7 +104,7 @@ def _sentence_index(span: Span) -> Optional[Tuple[Dict, int]]:
 
 def span_parse_confidence(span: Span) -> Optional[float]:
     found = _sentence_index(span)
-    return None if found is None else float(found[0]["tree_prob"][found[1]])
+    return None if found is None else _value(np.asarray(found[0]["tree_prob"], dtype=float), found[1])
 
 
 def span_arc_marginals(span: Span) -> Optional[np.ndarray]:

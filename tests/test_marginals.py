@@ -16,7 +16,7 @@ from spacy_pairatt.core.marginals import (
     log_partition,
     root_first_to_diagonal,
 )
-from spacy_pairatt.core.objectives import biaffine_loss, gold_tree_rows, tree_crf_arc_loss
+from spacy_pairatt.core.objectives import NEG_INF, biaffine_loss, gold_tree_rows, tree_crf_arc_loss
 
 
 def single_root_trees(n: int) -> np.ndarray:
@@ -89,6 +89,25 @@ def test_one_dominant_tree_has_probability_one_without_overflow():
     assert float(log_partition(scores)) == pytest.approx(brute_force(scores)[1], rel=1e-12)
 
 
+def test_several_words_sure_to_be_the_root_still_get_marginals():
+    """The tree constraint forces arcs e^-2000 below their row's best: float64 cannot hold them, the
+    floor keeps the Laplacian invertible, and the symmetric answer (each word the root 1/n) comes out."""
+    for n, spread in ((2, 1000.0), (6, 2000.0), (40, 900.0)):
+        scores = np.full((n, n), -spread)
+        np.fill_diagonal(scores, 0.0)
+        marginals = tree_marginals(scores)
+        np.testing.assert_allclose(np.diag(marginals), 1.0 / n, rtol=1e-6)
+        np.testing.assert_allclose(marginals.sum(axis=1), 1.0, atol=1e-9)
+    arcs = np.full((1, 4, 4), -1500.0)
+    arcs[0, 1:, 0] = 0.0  # three words sure to be the root; the decoder's layout, unit 0 the root
+    arcs[0, 0, :] = arcs[0, [1, 2, 3], [1, 2, 3]] = NEG_INF
+    heads = np.array([[-1, 0, 1, 1]])
+    ones = np.ones((1, 4, 1), dtype=bool)
+    result = decoded_tree_confidence(arcs, np.array([3]), heads, np.zeros((1, 4, 1)), ones, np.zeros((1, 4), int))
+    np.testing.assert_allclose(result["head_prob"][0, 1], 1 / 3, rtol=1e-6)
+    assert np.isfinite(result["tree_prob"][0]) and result["tree_prob"][0] > 0
+
+
 def test_log_partition_gradient_is_the_marginals_and_marginals_pass_gradcheck():
     scores = torch.tensor(np.random.default_rng(2).normal(size=(5, 5)), requires_grad=True)
     (gradient,) = torch.autograd.grad(log_partition(scores), scores)
@@ -108,7 +127,8 @@ def test_bad_input_is_named():
     no_tree[1, 2, :] = -np.inf  # word 2 of sentence 1 can have no head, not even the root
     with pytest.raises(ValueError, match=r"no single-root tree .* \[1\]"):
         tree_marginals(no_tree)
-    assert float(log_partition(no_tree[1])) == -np.inf
+    with pytest.raises(ValueError, match="no possible head"):
+        log_partition(no_tree[1])
 
 
 def test_layouts_convert_both_ways():

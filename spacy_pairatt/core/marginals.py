@@ -13,8 +13,11 @@ Conventions (Koo et al. 2007, "Structured prediction models via the matrix-tree 
 Everything runs in float64 torch, in log space: each dependent's row is shifted by its maximum
 before exponentiating (the shift multiplies every tree's weight by the same factor, so it leaves
 the marginals unchanged and enters log Z as a sum), so large scores do not overflow and a row's
-small entries are not flushed against another row's large ones. One (n, n) determinant and
-inverse per sentence: O(n^3). The functions are differentiable by autograd.
+small entries are not flushed against another row's large ones. An arc more than LOG_FLOOR (500)
+below its row's best counts as LOG_FLOOR below it, which only changes probabilities under e^-500.
+A sentence whose Laplacian float64 still cannot invert gets NaN marginals and log Z (the parser
+then stores no confidence for it); a word with no possible head at all is a ValueError. One (n, n)
+determinant and inverse per sentence: O(n^3). The functions are differentiable by autograd.
 
 The decoder (`decoding.py`) and the parser's scores put the root at unit 0 instead:
 `root_first_to_diagonal` and `diagonal_to_root_first` convert between the two layouts.
@@ -26,7 +29,10 @@ import numpy as np
 import torch
 from scipy.special import logsumexp
 
+from .objectives import NEG_INF
+
 ArrayLike = Union[np.ndarray, torch.Tensor]
+LOG_FLOOR = 500.0
 
 
 def _as_batch(scores: ArrayLike, lengths: Optional[ArrayLike]) -> Tuple[torch.Tensor, torch.Tensor, bool]:
@@ -66,7 +72,13 @@ def _shifted_laplacian(
     real_pairs = real[:, :, None] & real[:, None, :]
     masked = scores.masked_fill(~real_pairs, float("-inf"))
     shifts = masked.amax(dim=-1, keepdim=True)
+    if bool((real & torch.isneginf(shifts[..., 0])).any()):
+        bad = torch.nonzero((real & torch.isneginf(shifts[..., 0])).any(-1)).flatten().tolist()
+        raise ValueError(f"no single-root tree has a finite score in sentence(s) {bad}: a word has no possible head")
     shifts = torch.where(torch.isfinite(shifts), shifts, torch.zeros_like(shifts))
+    # Finite arcs far below their row's best are raised to LOG_FLOOR below it: float64 keeps them
+    # (e^-745 is 0), so the Laplacian keeps its rank when the tree constraint forces such an arc.
+    masked = torch.where(torch.isfinite(masked), torch.maximum(masked, shifts - LOG_FLOOR), masked)
     weights = torch.exp(masked - shifts)
     eye = torch.eye(n, dtype=torch.bool)
     arc_weights = weights.masked_fill(eye, 0.0)
@@ -105,10 +117,7 @@ def tree_marginals_with_log_partition(
     """
     batch, lengths, _ = _as_batch(scores, lengths)
     laplacian, arc_weights, root_weights, shifts = _shifted_laplacian(batch, lengths)
-    inverse, info = torch.linalg.inv_ex(laplacian)
-    if bool((info != 0).any()):
-        bad = torch.nonzero(info).flatten().tolist()
-        raise ValueError(f"no single-root tree has a finite score in sentence(s) {bad} of the batch")
+    inverse, _ = torch.linalg.inv_ex(laplacian)  # a sentence float64 cannot invert gets NaN (see below)
     n = batch.shape[-1]
     not_first = (torch.arange(n) != 0).to(batch.dtype)
     own = torch.diagonal(inverse, dim1=-2, dim2=-1) * not_first  # [m != 0] K^-1[m, m]
@@ -118,7 +127,11 @@ def tree_marginals_with_log_partition(
     marginals = arc_marginals + torch.diag_embed(root_marginals)
     real = torch.arange(n)[None, :] < lengths[:, None]
     marginals = marginals.masked_fill(~(real[:, :, None] & real[:, None, :]), 0.0).clamp(0.0, 1.0)
-    return marginals, _log_z(laplacian, shifts)
+    log_z = _log_z(laplacian, shifts)
+    # Numerically singular (scores spread beyond LOG_FLOOR over several forced arcs): NaN, not a guess.
+    unusable = ~torch.isfinite(log_z) | ~torch.isfinite(marginals).all(-1).all(-1)
+    marginals = torch.where(unusable[:, None, None], torch.full_like(marginals, float("nan")), marginals)
+    return marginals, torch.where(unusable, torch.full_like(log_z, float("nan")), log_z)
 
 
 def tree_marginals(scores: ArrayLike, lengths: Optional[ArrayLike] = None) -> ArrayLike:
@@ -175,10 +188,15 @@ def decoded_tree_confidence(
 
     Returns (B, N) `head_prob` (the decoded arc's tree marginal) and `dep_prob` (the chosen label's
     probability among the allowed ones), (B, N, k) `candidate_units` / `candidate_probs` (the k
-    most probable heads, root = unit 0, -1 past the heads with any probability), (B,) `tree_prob` (decoded tree times its labels), and
+    most probable heads, root = unit 0, -1 past the heads with any probability), (B,) `tree_prob`
+    (decoded tree times its labels), and
     (B, N, N) `marginals` in the decoder's layout. Entries of unit 0 and padding are meaningless.
     """
-    scaled = arcs / arc_temperature
+    scaled = np.where(arcs > NEG_INF, arcs / arc_temperature, -np.inf)  # the decoder's NEG_INF: impossible
+    with np.errstate(invalid="ignore"):  # the floor the marginals use, so the tree's score matches log Z
+        scaled = np.where(
+            np.isfinite(scaled), np.maximum(scaled, scaled.max(axis=-1, keepdims=True) - LOG_FLOOR), scaled
+        )
     marginals, log_z = tree_marginals_with_log_partition(root_first_to_diagonal(scaled), lengths)
     units = diagonal_to_root_first(marginals.numpy())
     batch, n_units = heads.shape

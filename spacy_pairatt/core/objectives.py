@@ -128,7 +128,7 @@ def tree_crf_arc_loss(arc_scores: np.ndarray, mask: np.ndarray, gold_heads: np.n
     from .marginals import diagonal_to_root_first, root_first_to_diagonal, tree_marginals_with_log_partition
 
     valid = candidate_mask(mask)
-    logits = np.where(valid, arc_scores, NEG_INF).astype("float64")
+    logits = np.where(valid, arc_scores, -np.inf).astype("float64")
     lengths = (mask > 0).sum(axis=1) - 1
     marginals, log_z = tree_marginals_with_log_partition(root_first_to_diagonal(logits), lengths)
     b_idx, i_idx = np.nonzero(gold_heads >= 0)
@@ -136,8 +136,11 @@ def tree_crf_arc_loss(arc_scores: np.ndarray, mask: np.ndarray, gold_heads: np.n
     np.add.at(gold_score, b_idx, logits[b_idx, i_idx, gold_heads[b_idx, i_idx]])
     d_arcs = diagonal_to_root_first(marginals.numpy())
     d_arcs[b_idx, i_idx, gold_heads[b_idx, i_idx]] -= 1.0
-    d_arcs *= valid
-    return float((log_z.numpy() - gold_score).sum()), d_arcs.astype(arc_scores.dtype, copy=False)
+    d_arcs = np.where(valid, d_arcs, 0.0)
+    usable = np.isfinite(log_z.numpy())  # a sentence float64 cannot score (`marginals.py`) adds nothing
+    d_arcs[~usable] = 0.0
+    loss = (log_z.numpy() - gold_score)[usable].sum()
+    return float(loss), d_arcs.astype(arc_scores.dtype, copy=False)
 
 
 def allowed_labels(heads: np.ndarray, root_allowed: np.ndarray, other_allowed: np.ndarray) -> np.ndarray:

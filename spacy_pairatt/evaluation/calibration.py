@@ -32,6 +32,8 @@ class GoldChunk:
 def reliability_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> Dict[str, list]:
     """Equal-width bins over [0, 1]: count, mean confidence and accuracy per bin (None when empty)."""
     confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
+    known = np.isfinite(confidence)  # NaN: a sentence whose marginals float64 could not give
+    confidence, correct = confidence[known], correct[known]
     index = np.minimum((confidence * n_bins).astype(int), n_bins - 1)
     counts = np.bincount(index, minlength=n_bins)
     sums = np.bincount(index, weights=confidence, minlength=n_bins)
