@@ -51,7 +51,7 @@ def _as_batch(scores: ArrayLike, lengths: Optional[ArrayLike]) -> Tuple[torch.Te
         lengths = lengths.to(torch.int64)
         if lengths.shape != (tensor.shape[0],) or bool((lengths > tensor.shape[-1]).any() or (lengths < 0).any()):
             raise ValueError(f"lengths must be (B,) within 0..{tensor.shape[-1]}, got {lengths.tolist()}")
-    if torch.isnan(tensor).any() or torch.isposinf(tensor).any():
+    if bool(torch.isnan(tensor).any()) or bool(tensor.max() == float("inf")):
         raise ValueError("scores contains NaN or +inf; use -inf for impossible arcs")
     return tensor, lengths, single
 
@@ -70,16 +70,16 @@ def _shifted_laplacian(
     units = torch.arange(n)
     real = units[None, :] < lengths[:, None]
     real_pairs = real[:, :, None] & real[:, None, :]
-    masked = scores.masked_fill(~real_pairs, float("-inf"))
+    impossible = ~real_pairs | (scores == float("-inf"))
+    masked = scores.masked_fill(impossible, float("-inf"))
     shifts = masked.amax(dim=-1, keepdim=True)
     if bool((real & torch.isneginf(shifts[..., 0])).any()):
         bad = torch.nonzero((real & torch.isneginf(shifts[..., 0])).any(-1)).flatten().tolist()
         raise ValueError(f"no single-root tree has a finite score in sentence(s) {bad}: a word has no possible head")
-    shifts = torch.where(torch.isfinite(shifts), shifts, torch.zeros_like(shifts))
-    # Finite arcs far below their row's best are raised to LOG_FLOOR below it: float64 keeps them
+    shifts = shifts.masked_fill(~real[..., None], 0.0)
+    # Possible arcs far below their row's best count as LOG_FLOOR below it: float64 keeps them
     # (e^-745 is 0), so the Laplacian keeps its rank when the tree constraint forces such an arc.
-    masked = torch.where(torch.isfinite(masked), torch.maximum(masked, shifts - LOG_FLOOR), masked)
-    weights = torch.exp(masked - shifts)
+    weights = torch.exp((masked - shifts).clamp_min(-LOG_FLOOR)).masked_fill(impossible, 0.0)
     eye = torch.eye(n, dtype=torch.bool)
     arc_weights = weights.masked_fill(eye, 0.0)
     root_weights = torch.diagonal(weights, dim1=-2, dim2=-1)
@@ -124,12 +124,10 @@ def tree_marginals_with_log_partition(
     through_head = inverse.transpose(-1, -2) * not_first[None, None, :]  # [h != 0] K^-1[h, m] at [m, h]
     arc_marginals = arc_weights * (own[..., :, None] - through_head)
     root_marginals = root_weights * inverse[:, 0, :]
-    marginals = arc_marginals + torch.diag_embed(root_marginals)
-    real = torch.arange(n)[None, :] < lengths[:, None]
-    marginals = marginals.masked_fill(~(real[:, :, None] & real[:, None, :]), 0.0).clamp(0.0, 1.0)
+    marginals = (arc_marginals + torch.diag_embed(root_marginals)).clamp(0.0, 1.0)  # padding: weight 0
     log_z = _log_z(laplacian, shifts)
     # Numerically singular (scores spread beyond LOG_FLOOR over several forced arcs): NaN, not a guess.
-    unusable = ~torch.isfinite(log_z) | ~torch.isfinite(marginals).all(-1).all(-1)
+    unusable = ~torch.isfinite(log_z) | torch.isnan(marginals.sum(dim=(-1, -2)))
     marginals = torch.where(unusable[:, None, None], torch.full_like(marginals, float("nan")), marginals)
     return marginals, torch.where(unusable, torch.full_like(log_z, float("nan")), log_z)
 
@@ -210,7 +208,9 @@ def decoded_tree_confidence(
     arc_log_score = np.where(words, scaled[rows, cols, safe_heads], 0.0).sum(-1)
     tree_log_prob = arc_log_score - log_z.numpy() + np.where(words, dep_log_prob, 0.0).sum(-1)
     k = min(n_candidates, n_units)
-    order = np.argsort(-units, axis=-1, kind="stable")[..., :k]
+    top = np.argpartition(-units, k - 1, axis=-1)[..., :k] if k < n_units else np.arange(n_units)[None, None]
+    top = np.broadcast_to(top, units.shape[:2] + (k,))
+    order = np.take_along_axis(top, np.argsort(-np.take_along_axis(units, top, -1), axis=-1, kind="stable"), -1)
     candidate_probs = np.take_along_axis(units, order, axis=-1)
     return {
         "head_prob": head_prob,
