@@ -201,3 +201,23 @@ def test_biaffine_loss_takes_the_tree_crf_only_for_whole_gold_trees():
     assert not np.allclose(d_crf[0], d_local[0])
     n_known = int((gold >= 0).sum())
     np.testing.assert_allclose(d_crf[0], tree_crf_arc_loss(arcs[:1], mask[:1], gold[:1])[1][0] / n_known)
+
+
+def test_a_batch_torch_cannot_factor_gives_nan_only_where_it_fails(monkeypatch):
+    """torch's batched LU can raise instead of reporting a singular matrix: each sentence is then
+    inverted alone, and only one that still fails gets NaN (no confidence), never a failed parse."""
+    real_inverse = torch.linalg.inv_ex
+    single_calls = []
+
+    def inverse_failing_on_batches_and_the_second_sentence(matrix):
+        if matrix.dim() == 2:
+            single_calls.append(1)
+        if matrix.dim() == 3 or len(single_calls) == 2:
+            raise RuntimeError("Pivots given to lu_solve must all be greater or equal to 1")
+        return real_inverse(matrix)
+
+    monkeypatch.setattr(torch.linalg, "inv_ex", inverse_failing_on_batches_and_the_second_sentence)
+    scores = np.random.default_rng(9).normal(size=(2, 4, 4))
+    marginals = tree_marginals(scores)
+    np.testing.assert_allclose(marginals[0], brute_force(scores[0])[0], atol=1e-9)
+    assert np.isnan(marginals[1]).all()

@@ -106,6 +106,21 @@ def _log_z(laplacian: torch.Tensor, shifts: torch.Tensor) -> torch.Tensor:
     return torch.where(sign > 0, log_det, torch.full_like(log_det, float("-inf"))) + shifts.sum(-1)
 
 
+def _inverse_or_nan(laplacian: torch.Tensor) -> torch.Tensor:
+    """The batch's inverses; torch's LU can raise on a numerically singular matrix instead of
+    reporting it, so then each sentence is inverted alone and the ones it gives up on are NaN."""
+    try:
+        return torch.linalg.inv_ex(laplacian)[0]
+    except RuntimeError:
+        inverses = []
+        for matrix in laplacian:
+            try:
+                inverses.append(torch.linalg.inv_ex(matrix)[0])
+            except RuntimeError:
+                inverses.append(torch.full_like(matrix, float("nan")))
+        return torch.stack(inverses)
+
+
 def tree_marginals_with_log_partition(
     scores: ArrayLike, lengths: Optional[ArrayLike] = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -117,7 +132,7 @@ def tree_marginals_with_log_partition(
     """
     batch, lengths, _ = _as_batch(scores, lengths)
     laplacian, arc_weights, root_weights, shifts = _shifted_laplacian(batch, lengths)
-    inverse, _ = torch.linalg.inv_ex(laplacian)  # a sentence float64 cannot invert gets NaN (see below)
+    inverse = _inverse_or_nan(laplacian)  # a sentence float64 cannot invert gets NaN (see below)
     n = batch.shape[-1]
     not_first = (torch.arange(n) != 0).to(batch.dtype)
     own = torch.diagonal(inverse, dim1=-2, dim2=-1) * not_first  # [m != 0] K^-1[m, m]
