@@ -121,6 +121,20 @@ class DecodedChunk:
     allowed: np.ndarray
     labels: np.ndarray
 
+    def confidence(self, arc_temperature: float, label_temperature: float, n_candidates: int) -> Dict[str, np.ndarray]:
+        """`decoded_tree_confidence` of these sentences at these temperatures."""
+        return decoded_tree_confidence(
+            self.arcs,
+            self.lengths,
+            self.heads,
+            self.label_scores,
+            self.allowed,
+            self.labels,
+            arc_temperature=arc_temperature,
+            label_temperature=label_temperature,
+            n_candidates=n_candidates,
+        )
+
 
 class PairAttParser(PairScoringPipe):
     """Dependency parser scoring word pairs from hidden states and pair-wise attention."""
@@ -204,20 +218,10 @@ class PairAttParser(PairScoringPipe):
             labels = np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
             yield DecodedChunk(parse.sentences, arcs, lengths, heads, label_scores, allowed, labels)
 
-    def chunk_confidence(
-        self, chunk: DecodedChunk, arc_temperature: Optional[float] = None, label_temperature: Optional[float] = None
-    ) -> Dict[str, np.ndarray]:
-        """`decoded_tree_confidence` of a chunk, at the fitted temperatures unless others are given."""
-        return decoded_tree_confidence(
-            chunk.arcs,
-            chunk.lengths,
-            chunk.heads,
-            chunk.label_scores,
-            chunk.allowed,
-            chunk.labels,
-            arc_temperature=arc_temperature or self.cfg.get("arc_temperature", 1.0),
-            label_temperature=label_temperature or self.cfg.get("label_temperature", 1.0),
-            n_candidates=self.head_candidates,
+    def chunk_confidence(self, chunk: DecodedChunk) -> Dict[str, np.ndarray]:
+        """A chunk's confidence at the temperatures `calibrate` fitted (1 until then)."""
+        return chunk.confidence(
+            self.cfg.get("arc_temperature", 1.0), self.cfg.get("label_temperature", 1.0), self.head_candidates
         )
 
     def _sentence_confidences(self, chunk: Optional[Dict[str, np.ndarray]], lengths: List[int]):

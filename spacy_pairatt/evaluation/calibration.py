@@ -12,8 +12,6 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import logsumexp
 
-from ..core.marginals import decoded_tree_confidence
-
 N_BINS = 15
 UNKNOWN_LABEL = -2  # a gold label the parser was not trained on: always wrong, not in the label likelihood
 TEMPERATURE_BOUNDS = (0.05, 20.0)
@@ -87,19 +85,8 @@ def fit_temperature(negative_log_likelihood) -> float:
 
 
 def chunk_confidence(chunk: GoldChunk, arc_temperature: float, label_temperature: float = 1.0) -> Dict:
-    """`decoded_tree_confidence` of a chunk at these temperatures (what the parser stores)."""
-    decoded = chunk.decoded
-    return decoded_tree_confidence(
-        decoded.arcs,
-        decoded.lengths,
-        decoded.heads,
-        decoded.label_scores,
-        decoded.allowed,
-        decoded.labels,
-        arc_temperature,
-        label_temperature,
-        n_candidates=1,
-    )
+    """The chunk's confidence at these temperatures (what the parser stores)."""
+    return chunk.decoded.confidence(arc_temperature, label_temperature, n_candidates=1)
 
 
 def _words(chunk: GoldChunk) -> Tuple[np.ndarray, np.ndarray]:
