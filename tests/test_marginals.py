@@ -11,10 +11,14 @@ from scipy.special import logsumexp
 
 from spacy_pairatt import tree_marginals
 from spacy_pairatt.core.marginals import (
+    _eliminated_log_det,
+    _exact_marginals_with_log_det,
+    _shifted_laplacian,
     decoded_tree_confidence,
     diagonal_to_root_first,
     log_partition,
     root_first_to_diagonal,
+    tree_marginals_with_log_partition,
 )
 from spacy_pairatt.core.objectives import NEG_INF, biaffine_loss, gold_tree_rows, tree_crf_arc_loss
 
@@ -48,7 +52,7 @@ def test_tree_count_is_cayleys():
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 6), seed=st.integers(0, 10_000), scale=st.sampled_from([0.1, 1.0, 5.0, 30.0]))
+@given(n=st.integers(1, 6), seed=st.integers(0, 10_000), scale=st.sampled_from([0.1, 1.0, 5.0, 30.0, 60.0]))
 def test_marginals_equal_brute_force(n, seed, scale):
     scores = np.random.default_rng(seed).normal(size=(n, n)) * scale
     expected, expected_log_z = brute_force(scores)
@@ -203,9 +207,36 @@ def test_biaffine_loss_takes_the_tree_crf_only_for_whole_gold_trees():
     np.testing.assert_allclose(d_crf[0], tree_crf_arc_loss(arcs[:1], mask[:1], gold[:1])[1][0] / n_known)
 
 
-def test_a_batch_torch_cannot_factor_gives_nan_only_where_it_fails(monkeypatch):
-    """torch's batched LU can raise instead of reporting a singular matrix: each sentence is then
-    inverted alone, and only one that still fails gets NaN (no confidence), never a failed parse."""
+@pytest.mark.parametrize("n, seed", [(5, 1593), (4, 285), (6, 7)])
+def test_ill_conditioned_sentences_are_exact_by_elimination(n, seed):
+    """Scores spread over e^+-90 (the examples CI found): a Laplacian entry rounds away the weights
+    tying a group of words to the rest, LU gives garbage or det 0, the elimination is exact."""
+    scores = np.random.default_rng(seed).normal(size=(n, n)) * 30.0
+    expected, expected_log_z = brute_force(scores)
+    batch = np.stack([scores, np.random.default_rng(0).normal(size=(n, n))])  # beside a well-conditioned one
+    marginals = tree_marginals(batch)
+    np.testing.assert_allclose(marginals[0], expected, atol=1e-10)
+    np.testing.assert_allclose(marginals[1], brute_force(batch[1])[0], atol=1e-10)
+    assert float(log_partition(scores)) == pytest.approx(expected_log_z, abs=1e-9)
+
+
+def test_exact_elimination_equals_lu_on_a_padded_batch_and_passes_gradcheck():
+    rng = np.random.default_rng(5)
+    scores, lengths = torch.tensor(rng.normal(size=(3, 6, 6))), torch.tensor([6, 2, 4])
+    laplacian, arc_weights, root_weights, _ = _shifted_laplacian(scores, lengths)
+    log_det = _eliminated_log_det(arc_weights, root_weights, lengths)
+    np.testing.assert_allclose(log_det.numpy(), torch.linalg.slogdet(laplacian)[1].numpy(), atol=1e-12)
+    exact, _ = _exact_marginals_with_log_det(arc_weights, root_weights, lengths)
+    np.testing.assert_allclose(exact.numpy(), tree_marginals(scores.numpy(), lengths=lengths.numpy()), atol=1e-12)
+    spread = torch.tensor(np.random.default_rng(285).normal(size=(4, 4)) * 30.0, requires_grad=True)  # exact path
+    assert torch.autograd.gradcheck(tree_marginals, (spread,), eps=1e-6, atol=1e-5)
+    (gradient,) = torch.autograd.grad(log_partition(spread), spread)
+    np.testing.assert_allclose(gradient.numpy(), brute_force(spread.detach().numpy())[0], atol=1e-9)
+
+
+def test_a_sentence_torch_cannot_factor_is_computed_exactly(monkeypatch):
+    """torch's LU can raise instead of reporting a singular matrix: the batch is then inverted
+    sentence by sentence, and one that still fails is computed by exact elimination, not dropped."""
     real_inverse = torch.linalg.inv_ex
     single_calls = []
 
@@ -219,5 +250,12 @@ def test_a_batch_torch_cannot_factor_gives_nan_only_where_it_fails(monkeypatch):
     monkeypatch.setattr(torch.linalg, "inv_ex", inverse_failing_on_batches_and_the_second_sentence)
     scores = np.random.default_rng(9).normal(size=(2, 4, 4))
     marginals = tree_marginals(scores)
-    np.testing.assert_allclose(marginals[0], brute_force(scores[0])[0], atol=1e-9)
-    assert np.isnan(marginals[1]).all()
+    for sentence in range(2):
+        np.testing.assert_allclose(marginals[sentence], brute_force(scores[sentence])[0], atol=1e-9)
+
+
+def test_no_tree_with_weight_gives_nan_not_a_guess():
+    scores = np.random.default_rng(4).normal(size=(3, 3))
+    np.fill_diagonal(scores, -np.inf)  # every word has a head but none may be the root
+    assert np.isnan(tree_marginals(scores)).all()
+    assert np.isnan(tree_marginals_with_log_partition(scores)[1]).all()
