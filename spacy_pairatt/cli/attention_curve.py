@@ -124,7 +124,7 @@ def add_commands(commands) -> None:
     )
     subsets.set_defaults(func=curve_subsets_cli)
 
-    run = commands.add_parser("curve-run", help="train and score the attention curve's runs (issue 17)")
+    run = commands.add_parser("curve-run", help="train and score the attention curve's runs")
     run.add_argument("task", choices=("parser", "relations"))
     run.add_argument("dataset", help="name of the training data in run ids (ewt, semeval, semeval_markers)")
     run.add_argument("--train", required=True, help="the whole training set (.spacy), for size 'full'")

@@ -46,7 +46,7 @@ DEV_SEED = 0
 TAGS = ["<e1>", "</e1>", "<e2>", "</e2>"]
 TAG = re.compile(r"</?e[12]>")
 DIRECTED = re.compile(r"^(?P<relation>[A-Za-z-]+)\((?P<direction>e1,e2|e2,e1)\)$")
-# Entity markers (Baldini Soares et al. 2019; the reference model): "$ e1 $" and "# e2 #" in
+# Entity markers (Baldini Soares et al. 2019; the reference model): "$ e1 $" and "# e2 #" in
 # the text, as tokens of their own outside the e1/e2 spans.
 MARKERS = {"<e1>": "$ <e1>", "</e1>": "</e1> $", "<e2>": "# <e2>", "</e2>": "</e2> #"}
 

@@ -1,4 +1,4 @@
-"""Issue 17's attention curve: where attention pays, by training size, domain and task
+"""The attention curve: where attention pays, by training size, domain and task
 (docs/attention_curve.md).
 
 A run is one model: a task's row (hidden states only, or with attention), a training size (a seeded

@@ -218,7 +218,8 @@ def cell(value, digits: int = 1) -> str:
 def curve_markdown(table: Dict, png: Optional[str] = None, title: str = "") -> str:
     parts = [title + "\n"] if title else []
     parts.append(
-        "Issue 17: the default parser (`parser_minilm.cfg`, biaffine, MST) with `use_attention` false (emb) and "
+        "Where attention pays: "
+        "the default parser (`parser_minilm.cfg`, biaffine, MST) with `use_attention` false (emb) and "
         "true (emb+att), and `parser_minilm_ftatt.cfg` (ft:emb+att), trained on seeded random subsets of UD "
         "English-EWT train (the subset's seed is the training seed: both rows at a size and seed see the same "
         "sentences); scored on EWT test (UAS/LAS) and on the PTB sample's test split (UAS: heads only) as "
@@ -269,7 +270,7 @@ def comparisons_markdown(entries: Sequence[Dict], bootstrap: Dict) -> str:
         "and both rows, pooled across seeds. It measures the test set's sampling with the trained models fixed; the "
         "spread over seeds is in the by-seed column. `holds`: the interval lies above 0; `reversed`: below 0; "
         "`not shown`: it spans 0; `one seed`: a verdict on one training seed, whose interval says nothing of the "
-        "spread over seeds. ≥1: pooled ≥ +1.0 with the interval above 0, the issue's goal where the second row is "
+        "spread over seeds. ≥1: pooled ≥ +1.0 with the interval above 0, the target where the second row is "
         "emb (no attention).\n",
         "| data | sentences | comparison | test set | metric | by seed | pooled | 95% interval | p | verdict | ≥1 |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
