@@ -34,8 +34,6 @@ from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import spacy  # noqa: E402
-
 from spacy_pairatt.json_files import write_json  # noqa: E402
 from spacy_pairatt.provenance import command_line, provenance  # noqa: E402
 
@@ -206,6 +204,8 @@ def main(argv=None) -> None:
     else:
         logs = run_sweep(args, results)
     record = {"config": args.config, "settings": args.settings, "values": args.values, "runs": table(args.values, logs)}
+    import spacy  # here, not at the top: the docs tool reads this module's tables without spaCy
+
     seed = spacy.util.load_config(args.config)["system"]["seed"]  # every run keeps the config's seed
     record["provenance"] = provenance(seed=seed, started=started, command=command_line())
     if args.from_logs:

@@ -17,7 +17,7 @@ from spacy_pairatt.evaluation.parser_eval import evaluate_pipeline
 from spacy_pairatt.parse_files import parsing
 from spacy_pairatt.parse_files.errors import ParseCommandError
 from spacy_pairatt.parse_files.reading import read_documents
-from spacy_pairatt.release.packaging import assemble_pipeline
+from spacy_pairatt.shipped_pipeline import assemble_pipeline
 
 
 def test_parse_into_a_reader_that_stops_early_exits_quietly(fast_model, tmp_path):  # noqa: F811
@@ -128,12 +128,12 @@ def test_demo_of_a_blank_text_is_one_line(fast_model):  # noqa: F811
 
 def test_assemble_into_an_existing_pipeline_folder_leaves_no_stale_files(fast_model, tmp_path):  # noqa: F811
     output = tmp_path / "shipped"
-    assemble_pipeline(fast_model, str(output), results_root=str(tmp_path))
+    assemble_pipeline(fast_model, str(output))
     (output / "dropped_component").mkdir()
     (output / "dropped_component" / "model").write_bytes(b"old weights")
     (output / "notes.txt").write_text("an earlier build's\n", encoding="utf8")
-    assemble_pipeline(fast_model, str(output), results_root=str(tmp_path))
-    assemble_pipeline(fast_model, str(tmp_path / "fresh"), results_root=str(tmp_path))
+    assemble_pipeline(fast_model, str(output))
+    assemble_pipeline(fast_model, str(tmp_path / "fresh"))
     assert sorted(path.name for path in output.iterdir()) == sorted(
         path.name for path in (tmp_path / "fresh").iterdir()
     )
@@ -144,5 +144,5 @@ def test_assemble_into_an_existing_pipeline_folder_leaves_no_stale_files(fast_mo
     notes.mkdir()
     (notes / "keep.txt").write_text("mine\n", encoding="utf8")
     with pytest.raises(ValueError, match=r"notes holds files but no pipeline \(no config.cfg\): not replacing it"):
-        assemble_pipeline(fast_model, str(notes), results_root=str(tmp_path))
+        assemble_pipeline(fast_model, str(notes))
     assert [path.name for path in notes.iterdir()] == ["keep.txt"]

@@ -9,21 +9,20 @@ import pytest
 from conftest import REPO
 from weasel.util import load_project_config
 
-from spacy_pairatt.release.curve_blocks import (
-    COMMAND,
-    CURVE_JSON,
-    RUNS_DIR,
-    attention_curve_block,
-    attention_curve_summary_block,
-    goal_text,
-    missing_runs,
-    planned_runs,
-    sources,
-)
-from spacy_pairatt.release.limits import attention_gradient_limit
-from spacy_pairatt.release.results import Results, source_note
+from docs_build.curve_blocks import CURVE_JSON, RUNS_DIR, goal_text, missing_runs, planned, sources
+from docs_build.docs_tables import BLOCKS
+from docs_build.limits import attention_gradient
+from docs_build.results import Results, source_note
 from spacy_pairatt.study.attention_curve import TASKS, Run, size_label
 from spacy_pairatt.study.attention_curve_table import sentences
+
+COMMAND = "python -m spacy project run attention-curve"
+# The blocks as the docs show them: the figures, then their source note.
+attention_curve_block, attention_curve_summary_block = BLOCKS["attention-curve"], BLOCKS["attention-curve-summary"]
+
+
+def planned_runs(root):
+    return [run for run, _ in planned(root)]
 
 
 def committed_table():
@@ -34,7 +33,7 @@ def committed_table():
 
 
 def issue_plan():
-    """Issue 17's plan, restated from the project vars: the runs the workflow must make."""
+    """The study's plan, restated from the project vars: the runs the workflow must make."""
     v = load_project_config(REPO)["vars"]
 
     def sizes(text):
@@ -185,7 +184,7 @@ def test_only_a_gain_over_the_row_without_attention_reaches_the_goal():
 
 def test_the_attention_gradient_limit_gives_what_the_curve_measured_of_the_ftatt_config(tmp_path):
     results = Results(tmp_path)
-    assert attention_gradient_limit(results).endswith("carries them through the attention as well.")
+    assert attention_gradient(results).endswith("carries them through the attention as well.")
     over_att = {
         "dataset": "ewt", "n_train": 400, "size": "n400", "better": "ftatt", "worse": "att",
         "comparison": "ft:emb+att - emb+att", "domain": "ewt", "metric": "las", "seeds": [0, 1, 2],
@@ -195,7 +194,7 @@ def test_the_attention_gradient_limit_gives_what_the_curve_measured_of_the_ftatt
     small = {**over_att, "n_train": 100, "size": "n100", "seeds": [0], "pooled": 1.5, "verdict": "holds, one seed"}
     write(tmp_path, CURVE_JSON, {"runs": [], "comparisons": [over_att, over_emb, small], "curve": []})
 
-    text = attention_gradient_limit(Results(tmp_path))
+    text = attention_gradient(Results(tmp_path))
 
     assert "100 sentences +1.50 (holds, one seed; seeds 0); 400 sentences +0.27 (not shown; seeds 0, 1, 2)" in text
     assert text.endswith("not measured with more than 400 training sentences.") and "+0.90" not in text

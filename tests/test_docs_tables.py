@@ -3,14 +3,16 @@ results files give, the README shows no figure outside them, and the model card 
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO
 
-from spacy_pairatt.release import docs_tables
-from spacy_pairatt.release.docs_tables import BLOCKS, doc_files, figures_outside_blocks, marked_names, regenerate
-from spacy_pairatt.release.model_card import model_card_notes
-from spacy_pairatt.release.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
+from docs_build import docs_tables
+from docs_build.docs_tables import BLOCKS, doc_files, figures_outside_blocks, marked_names, regenerate
+from docs_build.model_card import model_card_notes
+from docs_build.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
 
 
 def block_text(text: str, name: str) -> str:
@@ -58,18 +60,18 @@ def test_the_model_card_names_each_limit_the_docs_state():
     """The docs state en_pairatt's limits (the UD pipeline); en_pairatt_parser's card has its own two."""
     limits = block_text((REPO / "docs" / "parser.md").read_text(encoding="utf8"), "limits")
     stated = [line[2:] for line in limits.splitlines() if line.startswith("- ")]
-    card = model_card_notes(REPO, ["transformer", "senter", "tagger", "morphologizer", "pairatt_parser"])
+    card = model_card_notes(REPO, ud_pipeline=True)
     assert len(stated) >= 8
     for limit in stated:
         assert limit in card, limit
     assert block_text((REPO / "README.md").read_text(encoding="utf8"), "limits") == limits
-    parser_card = model_card_notes(REPO, ["senter", "transformer", "pairatt_parser"])
+    parser_card = model_card_notes(REPO, ud_pipeline=False)
     assert "Predicts heads and UD dependency labels only" in parser_card and "CNN senter" in parser_card
     assert sum(limit not in parser_card for limit in stated) == 2
 
 
 def test_the_model_card_gives_the_measured_figures():
-    card = model_card_notes(REPO)
+    card = model_card_notes(REPO, ud_pipeline=False)
     test = json.loads((REPO / "results" / "pairatt_test.json").read_text(encoding="utf8"))
     assert f"UAS {100 * test['scores']['dep_uas']:.1f}, LAS {100 * test['scores']['dep_las']:.1f}" in card
     speed = json.loads((REPO / "results" / "bench_speed.json").read_text(encoding="utf8"))
@@ -83,7 +85,7 @@ def write(root, path, data):
 
 
 def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch):
-    from spacy_pairatt.release.limits import speed_limit
+    from docs_build.limits import speed as speed_limit
 
     monkeypatch.setattr(Results, "committed", lambda self, path: None)
     speed = {
@@ -132,7 +134,7 @@ def test_a_file_without_provenance_is_dated_by_its_commit(tmp_path, monkeypatch)
 
 
 def test_the_training_cost_block_gives_each_run_and_the_memory_verdict(tmp_path, monkeypatch):
-    from spacy_pairatt.release.blocks import training_cost_block
+    training_cost_block = BLOCKS["training-cost"]
 
     monkeypatch.setattr(Results, "committed", lambda self, path: None)
     (tmp_path / "configs").mkdir()
@@ -149,7 +151,7 @@ def test_the_training_cost_block_gives_each_run_and_the_memory_verdict(tmp_path,
 
 
 def test_a_table_of_rows_timed_on_different_days_says_so(tmp_path, monkeypatch):
-    from spacy_pairatt.release.blocks import speed_days_note
+    from docs_build.results import speed_days_note
 
     monkeypatch.setattr(Results, "committed", lambda self, path: None)
     write(tmp_path, "results/a.json", {"provenance": {"created": "2026-11-25T10:00:00+00:00"}})
@@ -189,7 +191,7 @@ def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypat
 
 
 def test_the_relations_tables_say_which_data_set_they_are():
-    from spacy_pairatt.evaluation.relation_eval import relations_table
+    from spacy_pairatt.reports import relations_table
 
     rows = [
         ("r", json.loads((REPO / "results" / "relations" / name).read_text(encoding="utf8")))
@@ -212,9 +214,9 @@ def test_each_code_change_is_the_commit_it_names():
 
 
 def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_after_a_bench_change(tmp_path):
-    """limits.heap_limit reads results/bench_memory.json: no figure without it, the growth and sizes with it,
+    """limits.heap reads results/bench_memory.json: no figure without it, the growth and sizes with it,
     and the stale marker once a change of kind "bench" comes after the file was made."""
-    from spacy_pairatt.release.limits import heap_limit
+    from docs_build.limits import heap as heap_limit
 
     assert "%" not in heap_limit(Results(tmp_path))
     last_bench = [change for change in CODE_CHANGES if "bench" in change.affects][-1]
@@ -229,3 +231,48 @@ def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_aft
 
     assert "grew +36% from 2,000 to 20,000 streamed sentences (results/bench.md)" in fresh
     assert f"(results/bench.md; stale: measured before {last_bench.what})" in stale
+
+
+def test_the_check_imports_neither_spacy_torch_nor_numba():
+    """`docs-tables --check` only reads results/ and writes text: it stays light enough for any CI step."""
+    script = (
+        "import json, sys\n"
+        "from spacy_pairatt.cli import main\n"
+        "try:\n    main(['docs-tables', '--check', '--root', sys.argv[1]])\n"
+        "except SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(REPO)], capture_output=True, text=True, check=True)
+    modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "docs_build.docs_tables" in modules
+    assert [name for name in modules if name.split(".")[0] in ("spacy", "torch", "numba")] == []
+
+
+def test_outside_a_checkout_the_command_says_so_in_one_line(tmp_path, monkeypatch):
+    from spacy_pairatt.cli import main, release
+
+    monkeypatch.setattr(release, "PACKAGE_CHECKOUT", tmp_path / "site-packages")
+    with pytest.raises(SystemExit) as raised:
+        main(["docs-tables", "--check", "--root", str(tmp_path)])
+    message = str(raised.value)
+    assert "\n" not in message and "is not a checkout of spacy-pairatt (no docs_build/)" in message
+
+
+def test_the_model_card_notes_are_written_for_assemble(tmp_path):
+    from spacy_pairatt.cli import main
+
+    main(["docs-tables", "--root", str(REPO), "--model-card", str(tmp_path / "notes.md"), "--parser-only"])
+    notes = (tmp_path / "notes.md").read_text(encoding="utf8")
+    assert notes == model_card_notes(REPO, ud_pipeline=False) and "### Limits" in notes
+
+
+def test_the_docs_tool_is_not_installed_with_the_package():
+    """setup.py's packages hold spacy_pairatt only: docs_build/ works in a checkout and ships in no wheel."""
+    import ast
+
+    from setuptools import find_packages
+
+    setup = (REPO / "setup.py").read_text(encoding="utf8")
+    include = ast.literal_eval(re.search(r"find_packages\(include=(\[[^]]*\])\)", setup)[1])
+    packages = find_packages(str(REPO), include=include)
+    assert "spacy_pairatt.cli" in packages and not [name for name in packages if "docs_build" in name]

@@ -13,7 +13,7 @@ RUN_COMMAND = re.compile(r"spacy project run ([a-z][a-z0-9_-]*)((?: +(?:\\\n *)?
 
 def documented_commands():
     paths = [REPO / "README.md", REPO / "project.yml", *sorted((REPO / "docs").glob("*.md"))]
-    paths += sorted((REPO / "spacy_pairatt").rglob("*.py"))
+    paths += sorted((REPO / "spacy_pairatt").rglob("*.py")) + sorted((REPO / "docs_build").rglob("*.py"))
     for path in paths:
         for match in RUN_COMMAND.finditer(path.read_text(encoding="utf8")):
             yield path.relative_to(REPO), match.group(1), match.group(2).replace("\\\n", " ").split()

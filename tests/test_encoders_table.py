@@ -9,8 +9,7 @@ import pytest
 from conftest import REPO
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.release.encoder_blocks import encoders_markdown
-from spacy_pairatt.study.encoders_table import ENCODER_RUNS, encoders_table
+from spacy_pairatt.study.encoders_table import ENCODER_RUNS, encoders_markdown, encoders_table
 
 MINILM_FILES = ("pairatt_dev.json", "pairatt_test.json", "train_pairatt_cost.json", "bench_speed.json")
 

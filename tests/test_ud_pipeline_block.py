@@ -1,5 +1,5 @@
-"""docs/ud_pipeline.md's generated block: ud-eval results beside the published figures, and issue 18's bars
-read from the files (met, not met, or not measured yet)."""
+"""docs/ud_pipeline.md's generated blocks: ud-eval results beside the published figures, and the pipeline's
+targets read from the files (met, not met, or not measured yet)."""
 
 import json
 import shutil
@@ -7,9 +7,12 @@ import shutil
 from conftest import REPO, UD_DIR
 from spacy.util import load_config
 
+from docs_build.docs_tables import BLOCKS
+from docs_build.results import Results
+from docs_build.ud_blocks import PUBLISHED_UD_FILE
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
-from spacy_pairatt.release.results import Results
-from spacy_pairatt.release.ud_blocks import PUBLISHED_UD_FILE, ud_pipeline_block
+
+ud_pipeline_block = BLOCKS["ud-pipeline"]  # the figures, then their source note
 
 
 def first_sentences(path, n: int) -> str:
@@ -83,9 +86,10 @@ def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
 
 
 def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_errors(tmp_path):
+    ud_errors_block = BLOCKS["ud-errors"]
+
     from spacy_pairatt.evaluation.ud_errors import error_analysis
     from spacy_pairatt.evaluation.ud_treebank import load_conllu
-    from spacy_pairatt.release.ud_blocks import ud_errors_block
 
     gold_text = first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
     gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
@@ -116,11 +120,11 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
 
 
 def test_the_tokenizer_effect_block_subtracts_spacys_tokenizer_from_the_pipelines(tmp_path):
-    from spacy_pairatt.release.ud_blocks import TOKENIZER_EFFECT_ROWS, tokenizer_effect_block
+    from docs_build.ud_blocks import TOKENIZER_EFFECT_ROWS, tokenizer_effect_block
 
     gold = tmp_path / "gold.conllu"
     gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
-    (ours, ours_path), (stock, stock_path) = TOKENIZER_EFFECT_ROWS
+    (ours, ours_path, _), (stock, stock_path, _) = TOKENIZER_EFFECT_ROWS
     write_results(evaluate_files(gold, gold), gold, gold, tmp_path / ours_path)
     assert f"| {stock} | – |" in tokenizer_effect_block(Results(tmp_path))
     lines = gold.read_text(encoding="utf8").splitlines()
@@ -143,14 +147,14 @@ def test_the_tokenizer_effect_block_subtracts_spacys_tokenizer_from_the_pipeline
     )
 
 
-def test_the_lemma_limit_says_where_the_figure_stands_to_the_bar(tmp_path):
-    from spacy_pairatt.release.limits import annotation_limit
+def test_the_lemma_limit_says_where_the_figure_stands_to_the_target(tmp_path):
+    from docs_build.limits import annotation as annotation_limit
 
     gold = tmp_path / "gold.conllu"
     gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
     path = tmp_path / "results/ud_pipeline_test_gold_tokens.json"
     write_results(evaluate_files(gold, gold), gold, gold, path)
-    assert "Lemmas F1 100.0 on EWT test with gold tokens, at or above issue 18's bar of 96.5" in annotation_limit(
+    assert "Lemmas F1 100.0 on EWT test with gold tokens, at or above the target of 96.5" in annotation_limit(
         Results(tmp_path), ud_pipeline=True
     )
     system = tmp_path / "system.conllu"  # every lemma the form: far below the bar
@@ -163,5 +167,5 @@ def test_the_lemma_limit_says_where_the_figure_stands_to_the_bar(tmp_path):
         encoding="utf8",
     )
     write_results(evaluate_files(gold, system), gold, system, path)
-    assert "below issue 18's bar of 96.5" in annotation_limit(Results(tmp_path), ud_pipeline=True)
-    assert "bar" not in annotation_limit(Results(tmp_path), ud_pipeline=False)
+    assert "below the target of 96.5" in annotation_limit(Results(tmp_path), ud_pipeline=True)
+    assert "target" not in annotation_limit(Results(tmp_path), ud_pipeline=False)

@@ -8,7 +8,8 @@ from .parse import at_least_one
 
 
 def evaluate(args) -> None:
-    from ..evaluation.parser_eval import evaluate_pipeline, report_json
+    from ..evaluation.parser_eval import evaluate_pipeline
+    from ..reports import report_json
 
     if args.gpu_id >= 0:
         import spacy
@@ -27,8 +28,8 @@ def evaluate(args) -> None:
 
 
 def evaluate_relations(args) -> None:
-    from ..evaluation.parser_eval import report_json
     from ..evaluation.relation_eval import evaluate_docred, evaluate_semeval
+    from ..reports import report_json
 
     if args.command == "semeval-evaluate":
         result = evaluate_semeval(args.model, args.data)
@@ -41,8 +42,8 @@ def relations_table(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
-    from ..evaluation.parser_eval import replace_marked_block, report_json
-    from ..evaluation.relation_eval import relations_table as tabulate
+    from ..reports import relations_table as tabulate
+    from ..reports import replace_marked_block, report_json
 
     rows = []
     for spec in args.results:
@@ -68,7 +69,7 @@ def table(args) -> None:
     """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
     import json
 
-    from ..evaluation.parser_eval import replace_marked_block, results_table
+    from ..reports import replace_marked_block, results_table
 
     rows = []
     for spec in args.results:

@@ -1,20 +1,39 @@
-"""docs-tables, assemble, demo: the docs' figures, the shipped pipeline and a look at it, from results/
-and a trained pipeline (`spacy_pairatt.release`)."""
+"""docs-tables, assemble, demo: the docs' figures (from a checkout's results/, by its `docs_build/` tool), the
+shipped pipeline and a look at it."""
 
+import importlib
+import sys
 from pathlib import Path
+
+DOCS_TOOL = "docs_build"  # the checkout's folder that writes README.md's and docs/*.md's generated blocks
+PACKAGE_CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout, where this package is installed editable
+
+
+def docs_tool(root: Path):
+    """The checkout's docs tool: `docs_build/` under `root`, else beside this package in an editable install.
+
+    Outside a checkout (an installed wheel has no results/ or docs/) it is a one-line error."""
+    for checkout in (Path(root).resolve(), PACKAGE_CHECKOUT):
+        if (checkout / DOCS_TOOL / "__init__.py").is_file():
+            if str(checkout) not in sys.path:
+                sys.path.insert(0, str(checkout))
+            return importlib.import_module(f"{DOCS_TOOL}.docs_tables")
+    raise SystemExit(
+        f"python -m spacy_pairatt docs-tables: error: {Path(root).resolve()} is not a checkout of spacy-pairatt "
+        f"(no {DOCS_TOOL}/); run it from the repository, or pass --root"
+    )
 
 
 def docs_tables(args) -> None:
     """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
-    from ..evaluation.parser_eval import report_json
-    from ..release.docs_tables import regenerate
-    from ..release.footprint import measure_footprint
-
-    root = Path(args.root)
-    if args.measure_footprint:
-        report_json(measure_footprint(root), str(root / "results" / "footprint.json"))
+    tool, root = docs_tool(Path(args.root)), Path(args.root)
     try:
-        changed = regenerate(root, check=args.check)
+        if args.measure_footprint:
+            tool.write_footprint(root)
+        if args.model_card:
+            tool.write_model_card_notes(root, args.model_card, ud_pipeline=not args.parser_only)
+            return
+        changed = tool.regenerate(root, check=args.check)
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt docs-tables: error: {error}") from error
     for entry in changed:
@@ -24,7 +43,7 @@ def docs_tables(args) -> None:
 
 
 def assemble(args) -> None:
-    from ..release.packaging import assemble_pipeline
+    from ..shipped_pipeline import assemble_pipeline
 
     try:
         assemble_pipeline(
@@ -33,6 +52,7 @@ def assemble(args) -> None:
             args.accuracy,
             args.senter,
             args.version,
+            notes=Path(args.notes).read_text(encoding="utf8") if args.notes else "",
             ud_scores=args.ud_scores,
             sentence_scores=args.sentence_scores,
         )
@@ -41,7 +61,7 @@ def assemble(args) -> None:
 
 
 def demo(args) -> None:
-    from ..release.packaging import parse_examples
+    from ..shipped_pipeline import parse_examples
 
     blank = next((text for text in args.text or [] if not text.strip()), None)
     if blank is not None:
@@ -73,6 +93,12 @@ def add_commands(commands) -> None:
     documents.add_argument(
         "--measure-footprint", action="store_true", help="first write results/footprint.json (disk of stack and data)"
     )
+    documents.add_argument(
+        "--model-card", metavar="PATH", help="instead, write the shipped model card's notes (for assemble --notes)"
+    )
+    documents.add_argument(
+        "--parser-only", action="store_true", help="with --model-card: the parser alone's, not the UD pipeline's"
+    )
     documents.set_defaults(func=docs_tables)
     stamping = commands.add_parser(
         "source-stamp",
@@ -94,6 +120,9 @@ def add_commands(commands) -> None:
     )
     assembly.add_argument(
         "--sentence-scores", help="ud-eval --output JSON (raw text) whose Sentences P, R, F go into meta.json"
+    )
+    assembly.add_argument(
+        "--notes", help="Markdown that ends the model card (in a checkout: docs-tables --model-card writes it)"
     )
     assembly.set_defaults(func=assemble)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")

@@ -1,4 +1,4 @@
-"""Turn a trained pipeline into the shipped one, and show what it does."""
+"""Turn a trained pipeline into the shipped one (`assemble`), and show what it does (`demo`)."""
 
 import json
 import os
@@ -13,9 +13,8 @@ from spacy import displacy
 from spacy.cli.package import generate_readme
 from spacy.util import get_minor_version_range
 
-from ..about import __version__
-from ..json_files import write_text
-from .model_card import model_card_notes
+from .about import __version__
+from .json_files import write_text
 
 EXAMPLE_TEXTS = [
     "The new parser reads the attention between every pair of words. It then builds one tree per sentence!",
@@ -94,7 +93,7 @@ def assemble_pipeline(
     accuracy: Optional[str] = None,
     senter: Optional[str] = None,
     version: Optional[str] = None,
-    results_root: str = ".",
+    notes: str = "",
     ud_scores: Optional[str] = None,
     sentence_scores: Optional[str] = None,
 ) -> None:
@@ -104,8 +103,8 @@ def assemble_pipeline(
 
     senter: a pipeline whose trained `senter` is sourced; without it, spaCy's rule-based sentencizer.
     version: the package version, for meta.json and the model card.
-    results_root: the checkout whose results/ the model card's notes (measured figures, limits) are written
-    from; spaCy's generated README.md, the model card, ends with them.
+    notes: Markdown that ends the model card (spaCy's generated README.md): in a checkout, the data, licence,
+    measured figures and limits that `docs-tables --model-card` writes from results/.
     ud_scores: `ud-eval --output` JSON on gold tokens, whose tag, morphology and lemma scores go into meta.json
     under spaCy's names (pos_acc, tag_acc, morph_acc, lemma_acc), as spaCy's model card shows them.
     sentence_scores: `ud-eval --output` JSON on raw text, whose Sentences precision, recall and F1 are
@@ -124,7 +123,7 @@ def assemble_pipeline(
     nlp.meta.update(
         MODEL_CARD,
         description=describe_pipeline(nlp),
-        notes=model_card_notes(Path(results_root), nlp.pipe_names),
+        notes=notes,
         requirements=package_requirements(),
     )
     if version:

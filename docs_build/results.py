@@ -1,0 +1,140 @@
+"""Where a generated block's figures come from: the results files behind it, when each was made (its
+provenance's date, else the date git committed it, with "no provenance recorded"), and **stale** when a
+change of the code listed in code_changes.json (kept by hand) came after."""
+
+import json
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Dict, FrozenSet, Optional, Sequence, Tuple
+
+from spacy_pairatt.json_files import read_json
+
+Sources = Sequence[Tuple[str, str]]  # (path relative to the checkout, result kind)
+
+
+@dataclass(frozen=True)
+class CodeChange:
+    """A change of the code after which results of the kinds it `affects` must be made again."""
+
+    date: str  # ISO 8601, UTC: the commit's date
+    commit: str
+    what: str
+    affects: FrozenSet[str]
+
+
+# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
+# configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
+# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
+RESULT_KINDS = frozenset(
+    {"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint"}
+)
+CODE_CHANGES = tuple(
+    CodeChange(change["date"], change["commit"], change["what"], frozenset(change["affects"]))
+    for change in json.loads((Path(__file__).parent / "code_changes.json").read_text(encoding="utf8"))
+)
+
+
+@dataclass(frozen=True)
+class Made:
+    """When a results file was made, and how we know."""
+
+    path: str
+    date: Optional[str]  # ISO 8601
+    recorded: bool  # True: the file's provenance; False: git's commit date (or unknown)
+    kind: str
+
+    def stale_since(self) -> Optional[CodeChange]:
+        """The newest change of code behind this file that came after it was made."""
+        if self.date is None:
+            return None
+        made = datetime.fromisoformat(self.date)
+        later = [c for c in CODE_CHANGES if self.kind in c.affects and datetime.fromisoformat(c.date) > made]
+        return later[-1] if later else None
+
+
+class Results:
+    """The results folder of a checkout: JSON files read once, and when each was made."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self._json: Dict[str, Optional[Dict]] = {}
+
+    def json(self, path: str) -> Optional[Dict]:
+        if path not in self._json:
+            self._json[path] = read_json(self.root / path)
+        return self._json[path]
+
+    def made(self, path: str, kind: str) -> Made:
+        if kind not in RESULT_KINDS:
+            raise ValueError(f"unknown result kind {kind!r} for {path}: one of {sorted(RESULT_KINDS)}")
+        created = ((self.json(path) or {}).get("provenance") or {}).get("created")
+        return Made(path, created, True, kind) if created else Made(path, self.committed(path), False, kind)
+
+    def has_history(self) -> bool:
+        """Whether git knows when each results file was committed (a checkout with full history)."""
+        return self.git("rev-parse", "--is-shallow-repository") == "false"
+
+    def git(self, *args: str) -> Optional[str]:
+        try:
+            done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    def committed(self, path: str) -> Optional[str]:
+        """The date of the last commit that changed `path` (None without git or history)."""
+        return self.git("log", "-1", "--format=%cI", "--", path) or None
+
+
+def source_note(results: Results, sources: Sources, command: str) -> str:
+    """One paragraph: the files behind a block, when they were made, and whether they are stale.
+
+    command: what makes them again."""
+    made = [results.made(path, kind) for path, kind in sources if results.json(path) is not None]
+    missing = [path for path, _ in sources if results.json(path) is None]
+    recorded, without = [m for m in made if m.recorded], [m for m in made if not m.recorded]
+    parts = [f"Source: {file_list(made)}"] if made else []
+    if recorded:
+        who = f"{file_list(recorded)} " if without else ""
+        parts.append(f"{who}made {date_span(sorted({m.date[:10] for m in recorded}))} (provenance recorded)")
+    if without:
+        who = f"{file_list(without)}: " if recorded else ""
+        dates = sorted({m.date[:10] for m in without if m.date})
+        parts.append(f"{who}**no provenance recorded**" + (f", committed {date_span(dates)}" if dates else ""))
+    if missing:
+        parts.append("not measured yet: " + ", ".join(f"`{path}`" for path in missing))
+    text = "; ".join(parts) + "."
+    stale = [(m, m.stale_since()) for m in made if m.stale_since() is not None]
+    if stale:
+        change = max((c for _, c in stale), key=lambda c: c.date)
+        which = ""
+        if len(stale) < len(made):
+            names = [f"`{m.path}`" for m, _ in stale]
+            which = f" ({', '.join(names)})" if len(names) <= 4 else f" ({len(stale)} of the {len(made)} files)"
+        text += (
+            f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
+        )
+    return f"*{text}*\n"
+
+
+def file_list(made: Sequence[Made]) -> str:
+    return ", ".join(f"`{m.path}`" for m in made) if len(made) <= 4 else f"{len(made)} files under `results/`"
+
+
+def date_span(dates: Sequence[str]) -> str:
+    return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+
+
+def speed_days_note(results: Results, sources: Sources) -> str:
+    """A warning when a table's words/s were measured on different days: on the machine these runs share,
+    the transformer alone has timed more than twice as fast one day as the day before, so only rows of one
+    day compare."""
+    days = sorted({made.date[:10] for made in (results.made(*source) for source in sources) if made.date})
+    if len(days) < 2:
+        return ""
+    return (
+        f"*words/s compare only between rows made on the same day (these: {', '.join(days)}); "
+        "interleaved timings: results/bench.md.*\n\n"
+    )

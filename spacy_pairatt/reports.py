@@ -1,0 +1,114 @@
+"""Results as text: JSON reports, percentages, the markdown tables of evaluation results and the marked
+blocks of README.md and docs/*.md they go into.
+
+A neutral module: it imports neither spaCy, torch nor numba, so that the commands and tools that only
+write text (`docs-tables --check`) stay light.
+"""
+
+from typing import Dict, List, Optional, Tuple
+
+from .json_files import json_text, write_json
+
+TOKEN_METRICS = ("Tokens", "Words", "Sentences")  # what tokenizer-eval scores (CoNLL 2018 names)
+
+
+def report_json(result: Dict, path: Optional[str]) -> None:
+    """Print a result and, where `path` is given, write it there."""
+    print(write_json(path, result, sort_keys=True) if path else json_text(result, sort_keys=True))
+
+
+def percent(value) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
+def results_table(rows: List[Dict]) -> str:
+    """Markdown table from labelled evaluation results (each row: {"name", "split", "result"})."""
+    lines = [
+        "| model | split | UAS | LAS | UAS (punct) | LAS (punct) | one tree per sentence | sents F | words/s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        scores = row["result"]["scores"]
+        lines.append(
+            f"| {row['name']} | {row['split']} | {percent(scores['dep_uas'])} | {percent(scores['dep_las'])} | "
+            f"{percent(scores['dep_uas_punct'])} | {percent(scores['dep_las_punct'])} | "
+            f"{percent(scores['dep_single_tree'])} | {percent(scores.get('sents_f'))} | "
+            f"{row['result']['words_per_second']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def replace_marked_block(text: str, marker: str, block: str) -> str:
+    """Replace what lies between `<!-- marker:start -->` and `<!-- marker:end -->` in `text`."""
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    if start not in text or end not in text:
+        raise ValueError(f"no {start} ... {end} block to replace")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{block}{end}{tail}"
+
+
+def relations_table(rows: List[Tuple[str, Dict]]) -> str:
+    """Markdown tables (SemEval, then Re-DocRED) from labelled `evaluate_*` results."""
+    semeval = [
+        "SemEval-2010 Task 8 (`data`: the split scored; official macro-F1 over the nine directed relations):",
+        "",
+        "| model | features | data | official macro-F1 | macro-P | macro-R | 19-way macro-F1 | words/s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    docred = [
+        "Re-DocRED test (θ tuned on the tune split):",
+        "",
+        "| model | features | θ (tuned) | F1 | Ign F1 | AUC | Ign AUC | P | R | words/s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, result in rows:
+        scores, speed = result["scores"], f"{result['words_per_second']:.0f}"
+        if result["task"] == "semeval":
+            semeval.append(
+                f"| {name} | {result['features']} | {result['data']} | {percent(scores['rel_semeval_macro_f1'])} | "
+                f"{percent(scores['rel_semeval_macro_p'])} | {percent(scores['rel_semeval_macro_r'])} | "
+                f"{percent(scores['rel_semeval_19way_macro_f1'])} | {speed} |"
+            )
+        else:
+            docred.append(
+                f"| {name} | {result['features']} | {result['theta']:.3f} | {percent(scores['rel_docred_f1'])} | "
+                f"{percent(scores['rel_docred_ign_f1'])} | {percent(scores['rel_docred_auc'])} | "
+                f"{percent(scores['rel_docred_ign_auc'])} | {percent(scores['rel_docred_precision'])} | "
+                f"{percent(scores['rel_docred_recall'])} | {speed} |"
+            )
+    tables = [lines for lines in (semeval, docred) if len(lines) > 4]
+    return "\n\n".join("\n".join(lines) for lines in tables) + "\n"
+
+
+def points(value: float) -> str:
+    return f"{100 * value:.2f}"
+
+
+def tokenizer_tables(result: Dict) -> str:
+    """Markdown: each tokenizer's F1 on each split, each rule's effect, and the disagreements by kind."""
+    lines = ["| tokenizer | split | Tokens F1 | Words F1 | Sentences F1 |", "|---|---|---|---|---|"]
+    for row in result["rows"]:
+        for split, scores in row["scores"].items():
+            figures = " | ".join(points(scores[metric]["f1"]) for metric in TOKEN_METRICS)
+            lines.append(f"| {row['name']} | {split} | {figures} |")
+    splits = list(next(iter(result["effects"].values())))
+    header = " | ".join(f"{metric} {split}" for metric in ("Tokens", "Words") for split in splits)
+    lines += ["", f"| rule | {header} |", "|---|" + "---|" * 2 * len(splits)]
+    for rule, effect in result["effects"].items():
+        figures = " | ".join(
+            f"{100 * effect[split][metric]:+.2f}" for metric in ("Tokens", "Words") for split in splits
+        )
+        lines.append(f"| {rule} | {figures} |")
+    ranked = result["disagreements"]
+    columns = [(name, split) for name in ranked for split in ranked[name]]
+    kinds = list(dict.fromkeys(kind for name, split in columns for kind in ranked[name][split]["kinds"]))
+    lines += ["", "| disagreements | " + " | ".join(f"{name}, {split}" for name, split in columns) + " |"]
+    lines.append("|---|" + "---|" * len(columns))
+    for kind in ["all", *kinds]:
+        counts = [
+            ranked[name][split]["total"] if kind == "all" else ranked[name][split]["kinds"].get(kind, 0)
+            for name, split in columns
+        ]
+        lines.append(f"| {kind} | " + " | ".join(map(str, counts)) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,83 @@
+"""Imports go one way: the modules of spacy_pairatt import each other without a cycle. The graph is built from
+the source (no import runs): module-level imports, in `if` and `try` too, relative ones resolved."""
+
+import ast
+from pathlib import Path
+from typing import Dict, Iterator, List, Set
+
+import spacy_pairatt
+
+PACKAGE = Path(spacy_pairatt.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(tree: ast.Module) -> Iterator[ast.AST]:
+    """The import statements of a module at its top level (in `if` and `try` too), not those in functions."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, (ast.If, ast.Try)):
+            todo += [child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)]
+            todo += [stmt for handler in getattr(node, "handlers", []) for stmt in handler.body]
+
+
+def targets(node: ast.AST, module: str, is_package: bool, modules: Set[str]) -> List[str]:
+    """The package's modules an import statement of `module` names (relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = module if is_package else module.rpartition(".")[0]
+        for _ in range(node.level - 1):
+            base = base.rpartition(".")[0]
+        source = node.module if node.level == 0 else ".".join(filter(None, (base, node.module)))
+        names = [source] + [f"{source}.{alias.name}" for alias in node.names]
+    # A module's own packages are imported before it anyway: naming one (`from .. import provenance`) adds nothing.
+    return [name for name in names if name in modules and name != module and not module.startswith(name + ".")]
+
+
+def import_graph() -> Dict[str, Set[str]]:
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text(encoding="utf8"))
+        is_package = path.name == "__init__.py"
+        graph[module] = {t for node in imports(tree) for t in targets(node, module, is_package, set(paths))}
+    return graph
+
+
+def cycle(graph: Dict[str, Set[str]]) -> List[str]:
+    """One cycle of `graph` (its modules in order, the first repeated at the end), or [] where there is none."""
+    state: Dict[str, int] = {}  # 1: on the current path, 2: done
+    path: List[str] = []
+
+    def visit(node: str) -> List[str]:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return path[path.index(target) :] + [target]
+            if target not in state and (found := visit(target)):
+                return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_the_package_imports_without_a_cycle_at_module_level():
+    assert cycle(import_graph()) == []
+
+
+def test_the_check_finds_a_cycle():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) == []
