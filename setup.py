@@ -65,32 +65,40 @@ setup(
             "pairatt_frozen_transformer = spacy_pairatt.components.frozen_transformer:make_pairatt_frozen_transformer",
         ],
         "spacy_architectures": [
-            "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",
-            "spacy-pairatt.PairScorer.v1 = spacy_pairatt.layers.pair_scorer:build_pair_scorer",
+            "spacy-pairatt.PairAttParserModel.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser_model",
+            "spacy-pairatt.PaperPairScorer.v1 = spacy_pairatt.layers.pair_scorer:build_paper_pair_scorer",
+            "spacy-pairatt.BiaffinePairScorer.v1 = spacy_pairatt.layers.pair_scorer:build_biaffine_pair_scorer",
             "spacy-pairatt.PairAttRelations.v1 = spacy_pairatt.layers.relation_model:build_pairatt_relations",
             "spacy-pairatt.RelationScorer.v1 = spacy_pairatt.layers.pair_scorer:build_relation_scorer",
-            "spacy-pairatt.TransformerListener.v1 = spacy_pairatt.layers.parser_model:build_transformer_listener",
+            "spacy-pairatt.TransformerDataListener.v1 = "
+            "spacy_pairatt.layers.attention_transformer:build_transformer_data_listener",
             "spacy-pairatt.SurfaceTok2Vec.v1 = spacy_pairatt.layers.surface:build_surface_tok2vec",
             "spacy-pairatt.DropoutBiLSTMEncoder.v1 = spacy_pairatt.layers.surface:build_dropout_bilstm_encoder",
             "spacy-pairatt.TaggerEnsemble.v1 = spacy_pairatt.layers.ensemble:build_tagger_ensemble",
             "spacy-pairatt.AttentionTransformerModel.v1 = "
             "spacy_pairatt.layers.attention_transformer:build_attention_transformer",
+            # Deprecated names, kept for one release: PairAttParserModel.v1, BiaffinePairScorer.v1 or
+            # PaperPairScorer.v1, TransformerDataListener.v1.
+            "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",
+            "spacy-pairatt.PairScorer.v1 = spacy_pairatt.layers.pair_scorer:build_pair_scorer",
+            "spacy-pairatt.TransformerListener.v1 = "
+            "spacy_pairatt.layers.attention_transformer:build_transformer_listener",
         ],
         "spacy_scorers": [
-            "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.components.scoring:make_parser_scorer",
-            "spacy-pairatt.relation_scorer.v1 = spacy_pairatt.components.scoring:make_relation_scorer",
+            "spacy-pairatt.parser_scorer.v1 = spacy_pairatt.integration.scoring:make_parser_scorer",
+            "spacy-pairatt.relation_scorer.v1 = spacy_pairatt.integration.scoring:make_relation_scorer",
         ],
         "spacy_readers": [
             "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
         ],
         "spacy_callbacks": [
-            "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.components.memory:make_training_heap_bound",
+            "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.integration.memory:make_training_heap_bound",
         ],
         "spacy_misc": [
-            "spacy-pairatt.minilm_path.v1 = spacy_pairatt.core.encoders:make_minilm_path",
+            "spacy-pairatt.minilm_path.v1 = spacy_pairatt.integration.encoders:make_minilm_path",
         ],
         "spacy_span_getters": [
-            "spacy-pairatt.sent_windows.v1 = spacy_pairatt.core.span_getters:make_sent_windows",
+            "spacy-pairatt.sent_windows.v1 = spacy_pairatt.integration.span_getters:make_sent_windows",
         ],
         "spacy_tokenizers": [
             "spacy-pairatt.ud_english_tokenizer.v1 = spacy_pairatt.components.tokenizer:make_ud_english_tokenizer",

@@ -4,7 +4,7 @@ Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_at
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user
 parsing a large corpus would. RSS is sampled every 50 Docs while parsing; the process peak also
 counts building the pipeline. The components hand free heap back as they parse
-(`components/memory.py`, HEAP_RELEASE); `--compare-without-release` adds each size with that off.
+(`integration/memory.py`, HEAP_RELEASE); `--compare-without-release` adds each size with that off.
 
 What the release costs in speed, measured in one fresh process so that the machine's load falls
 on both alike: blocks of the same sentences, the release off and on in turn (on: one release in
@@ -30,7 +30,7 @@ import spacy
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.tokens import Doc
 
-from spacy_pairatt.components.memory import HEAP_RELEASE, heap_usage
+from spacy_pairatt.integration.memory import HEAP_RELEASE, heap_usage
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 

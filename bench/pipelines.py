@@ -60,7 +60,7 @@ def build_pipeline(
     training-step reference); transformer_factory replaces the transformer's factory
     ("transformer" or "pairatt_transformer": same model and weights, different batching).
     training: the process goes on to train, so the config's `before_init` (the training heap bound,
-    `spacy_pairatt/components/memory.py`, for the whole process) runs as in `spacy train`; otherwise
+    `spacy_pairatt/integration/memory.py`, for the whole process) runs as in `spacy train`; otherwise
     it is left out and the pipeline runs as a loaded one does.
     """
     config = spacy.util.load_config(CONFIGS / f"{config_name}.cfg")

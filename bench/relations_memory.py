@@ -27,8 +27,8 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 from spacy.training.initialize import init_nlp
 
-from spacy_pairatt.core.doc_relations import register_relations_extension
 from spacy_pairatt.corpora.relation_metrics import SEMEVAL_RELATIONS
+from spacy_pairatt.integration.doc_relations import register_relations_extension
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 

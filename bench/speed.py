@@ -10,7 +10,7 @@ In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc)
 (`layers/fused_attention.py`), runs in the same loop: what the fused attention gains.
 Training: one `nlp.update` on 32 training sentences, pairatt_parser vs a tagger head on the same
 transformer, interleaved; median seconds per step. It runs last: building the tagger from its
-config bounds the process's heap as `spacy train` does (`components/memory.py`), which would slow
+config bounds the process's heap as `spacy train` does (`integration/memory.py`), which would slow
 everything timed after it.
 MST: the time spent in `decode_batch` while (b) parses the test set, measured by wrapping it,
 as a share of (b)'s total time and of the parser component's own time; plus a cProfile summary.
@@ -185,7 +185,7 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
 
 PROFILE_PARTS = {
     "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
-    "windows in buckets (features.window_batch)": ("spacy_pairatt/core/features.py", "window_batch"),
+    "windows in buckets (features.window_batch)": ("spacy_pairatt/integration/features.py", "window_batch"),
     "alignment indices (alignment.align_blocks)": ("spacy_pairatt/core/alignment.py", "align_blocks"),
     "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
     "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_biaffine_scores"),

@@ -1,7 +1,7 @@
 """Dev scores of a training config at several values of one or more settings: the sweeps behind its defaults.
 
 Each value trains the config as it is with `--SETTING VALUE` (same seed, steps, schedule and data;
-the learning rate by default, or e.g. `components.pairatt_parser.model.scorer.label_width`),
+the learning rate by default, or e.g. `components.pairatt_parser.model.pair_scorer.label_width`),
 `--parallel` of them at once (on a GPU the runs are bound by the host, so several share it well).
 With several settings, each value is a comma-joined tuple, one entry per setting, so that settings
 which only matter together (two widths) are swept as pairs.
@@ -9,10 +9,10 @@ spaCy's own evaluation rows (dev UAS/LAS at every `eval_frequency` steps) are re
 log; model-best is the row with the highest UAS + LAS. Test data is not read: the sweep only chooses.
 
     python bench/sweep.py --values 1e-4 2e-4 3e-4 5e-4 8e-4 --gpu-id 0 --parallel 5
-    python bench/sweep.py --setting components.pairatt_parser.model.scorer.label_width --values 32 64 128 \
+    python bench/sweep.py --setting components.pairatt_parser.model.pair_scorer.label_width --values 32 64 128 \
         --gpu-id 0 --parallel 3 --results results/gpu/label_width_sweep
-    python bench/sweep.py --setting components.pairatt_parser.model.scorer.label_width \
-        components.pairatt_parser.model.scorer.arc_width --values 128,256 64,256 64,128 --gpu-id 0 --parallel 3
+    python bench/sweep.py --setting components.pairatt_parser.model.pair_scorer.label_width \
+        components.pairatt_parser.model.pair_scorer.arc_width --values 128,256 64,256 64,128 --gpu-id 0 --parallel 3
 
 writes RESULTS/{run name}.log (`lr_3e-4`, `label_width_64`, `label_width_64_arc_width_128`: `lr` for
 the learning rate, else each setting's last part), RESULTS.json and RESULTS.md (default
@@ -35,7 +35,7 @@ from typing import Dict, List, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spacy_pairatt.json_files import write_json  # noqa: E402
-from spacy_pairatt.provenance import command_line, provenance  # noqa: E402
+from spacy_pairatt.provenance import command_as_typed, provenance  # noqa: E402
 
 # spaCy's ConsoleLogger row: epoch, step, the components' losses, then the scores and SCORE.
 EVAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+((?:[\d.]+\s+)+)([\d.]+)\s*$")
@@ -207,7 +207,7 @@ def main(argv=None) -> None:
     import spacy  # here, not at the top: the docs tool reads this module's tables without spaCy
 
     seed = spacy.util.load_config(args.config)["system"]["seed"]  # every run keeps the config's seed
-    record["provenance"] = provenance(seed=seed, started=started, command=command_line())
+    record["provenance"] = provenance(seed=seed, started=started, command=command_as_typed())
     if args.from_logs:
         versions = json.loads(Path(args.versions_from).read_text(encoding="utf8"))["provenance"]["versions"]
         record["provenance"].update(

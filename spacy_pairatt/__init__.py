@@ -2,21 +2,40 @@
 
 Importing the package is cheap: spaCy finds the factories, architectures and scorers through
 setup.py entry points and imports the heavy modules only when a pipeline asks for them. The names
-below are the package's public API; `Relation` and `render_relations` (the type of `doc._.relations`
-and its displaCy view), `tree_marginals` (arc probabilities under all single-root trees) and
-`render_parse` (displaCy arcs labelled with the parser's confidence) load on first use, so
-`import spacy_pairatt` still imports no spaCy or torch.
+in `__all__` are the package's public API (docs/api.md lists each): the pipes, the data classes
+they return or store, and the functions a user calls. Each loads from its module on first use
+(PEP 562), so `import spacy_pairatt` still imports no spaCy or torch.
 """
 
 from .about import __version__
 
-__all__ = ["Relation", "__version__", "render_parse", "render_relations", "tree_marginals"]
+# name -> the module (under spacy_pairatt) that defines it.
 LAZY = {
-    "Relation": "core.doc_relations",
-    "render_relations": "core.doc_relations",
+    # pipes (and the base pipe and the tokenizer builder)
+    "PairAttParser": "components.parser",
+    "PairAttRelationExtractor": "components.relations",
+    "PairScoringPipe": "components.base",
+    "WordpieceBatchedTransformer": "components.transformer",
+    "FrozenTransformer": "components.frozen_transformer",
+    "AttentionRelease": "components.attention_release",
+    "ud_english_tokenizer": "components.tokenizer",
+    # data classes
+    "ParseScores": "layers.parser_model",
+    "RelationScores": "layers.relation_model",
+    "ArcScores": "layers.pair_scorer",
+    "DecodedChunk": "components.parser",
+    "Relation": "integration.doc_relations",
+    "SentenceConfidence": "confidence",
+    # functions
+    "get_relations": "integration.doc_relations",
+    "set_relations": "integration.doc_relations",
+    "render_relations": "integration.doc_relations",
     "render_parse": "confidence",
+    "least_confident_sentences": "confidence",
     "tree_marginals": "core.marginals",
+    "decode_heads": "core.decoding",
 }
+__all__ = ["__version__", *LAZY]
 
 
 def __getattr__(name: str):
@@ -25,3 +44,7 @@ def __getattr__(name: str):
 
         return getattr(import_module(f"{__name__}.{LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(LAZY))

@@ -39,7 +39,7 @@ def provenance(
 
     seed: the seed the results depend on (a training seed, a sampling seed; None where there is none).
     started: `time.time()` when the work began; `wall_seconds` runs from there to now (default: from
-    the start of the process). command: default the process's command line (`command_line()`).
+    the start of the process). command: default the process's command line (`command_as_typed()`).
     code: `code_version()` taken when the work began (default: when this process imported this
     module, `CODE_AT_IMPORT`); a checkout can move on during a long run, and the code that counts is
     the code the process loaded, not the checkout's state when the results are written.
@@ -49,7 +49,7 @@ def provenance(
     return {
         "code": code or CODE_AT_IMPORT,
         "versions": {"python": platform.python_version(), **library_versions()},
-        "command": command or command_line(),
+        "command": command or command_as_typed(),
         "seed": seed,
         "created": datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="seconds"),
         "wall_seconds": round(now - start, 1),
@@ -154,7 +154,7 @@ def _git(root: Path, *args: str) -> Optional[str]:
     return result.stdout if result.returncode == 0 else None
 
 
-def command_line(argv: Optional[List[str]] = None) -> str:
+def command_as_typed(argv: Optional[List[str]] = None) -> str:
     """The command as typed: `python -m PACKAGE ...` for a package's __main__, else `python SCRIPT ...`."""
     argv = list(sys.argv if argv is None else argv)
     if not argv or not argv[0]:

@@ -368,7 +368,7 @@ def test_curve_end_to_end_on_a_tiny_encoder(tiny_bert_dir, ud_train_docs, tmp_pa
         arcs = json.loads((results / record["test"]["ewt"]["arcs"]).read_text())
         assert len(arcs["gold"]) == 8
     config = spacy.util.load_config(tmp_path / "training" / "ewt_n20_s0_emb" / "model-best" / "config.cfg")
-    assert config["components"]["pairatt_parser"]["model"]["scorer"]["use_attention"] is False
+    assert config["components"]["pairatt_parser"]["model"]["pair_scorer"]["use_attention"] is False
     main([*args, "--reuse", "existing"])  # nothing to train: both runs reused
     table = curve_table(results, n_resamples=200)
     assert {e["domain"] for e in table["comparisons"]} == {"ewt", "ptb"} and len(table["runs"]) == 2

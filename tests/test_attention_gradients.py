@@ -10,7 +10,7 @@ from spacy_transformers.data_classes import TransformerData
 from thinc.api import Adam
 from transformers.file_utils import ModelOutput
 
-from spacy_pairatt.core.span_getters import make_sent_windows
+from spacy_pairatt.integration.span_getters import make_sent_windows
 from spacy_pairatt.layers.attention_transformer import build_attention_transformer
 from spacy_pairatt.layers.pair_scorer import torch_module
 
@@ -105,7 +105,7 @@ def attention_only_pipeline(encoder: str, architecture: str, tagger: bool = Fals
         "components.transformer.model.@architectures": architecture,
         "components.transformer.model.get_spans.window": 64,
         "components.transformer.model.get_spans.stride": 32,
-        "components.pairatt_parser.model.scorer.use_embeddings": False,
+        "components.pairatt_parser.model.pair_scorer.use_embeddings": False,
     }
     nlp = load_model_from_config(load_config(FTATT_CONFIG, overrides=overrides), auto_fill=True)
     if tagger:
@@ -119,7 +119,7 @@ def initialized(nlp, docs):
     fix_random_seed(0)
     examples = examples_from_docs(nlp, docs)
     nlp.initialize(lambda: examples)
-    module = torch_module(nlp.get_pipe("pairatt_parser").model.get_ref("scorer")).scorer
+    module = torch_module(nlp.get_pipe("pairatt_parser").model.get_ref("pair_scorer")).scorer
     with torch.no_grad():
         module.attention.forward_map.normal_()
         module.attention.backward_map.normal_()

@@ -5,7 +5,7 @@ import pytest
 from conftest import make_pipeline
 from spacy.tokens import DocBin
 
-from spacy_pairatt.core.features import sentence_features
+from spacy_pairatt.integration.features import sentence_features
 
 TEXTS = ["The parser reads the attention between words. It builds one tree per sentence.", "Dogs bark loudly."]
 

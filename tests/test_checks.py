@@ -9,7 +9,7 @@ from spacy_transformers.data_classes import TransformerData, WordpieceBatch
 from thinc.api import Config
 from transformers.file_utils import ModelOutput
 
-from spacy_pairatt.core.validation import (
+from spacy_pairatt.integration.validation import (
     ATTENTION_CONFIG_HINT,
     check_settings,
     transformer_output_problem,
@@ -22,6 +22,9 @@ from spacy_pairatt.core.validation import (
 @pytest.mark.parametrize(
     "architecture, settings, key",
     [
+        ("spacy-pairatt.BiaffinePairScorer.v1", {"arc_width": 0}, "arc_width"),
+        ("spacy-pairatt.BiaffinePairScorer.v1", {"label_width": 0}, "label_width"),
+        ("spacy-pairatt.PaperPairScorer.v1", {"dropout": 1.0}, "dropout"),
         ("spacy-pairatt.PairScorer.v1", {"arc_width": 0}, "arc_width"),
         ("spacy-pairatt.PairScorer.v1", {"arc_width": -5}, "arc_width"),
         ("spacy-pairatt.PairScorer.v1", {"label_width": 0}, "label_width"),
@@ -29,6 +32,8 @@ from spacy_pairatt.core.validation import (
         ("spacy-pairatt.PairScorer.v1", {"dropout": -0.1}, "dropout"),
         ("spacy-pairatt.RelationScorer.v1", {"hidden_width": -1}, "hidden_width"),
         ("spacy-pairatt.RelationScorer.v1", {"dropout": float("nan")}, "dropout"),
+        ("spacy-pairatt.PairAttParserModel.v1", {"grad_factor": -1.0}, "grad_factor"),
+        ("spacy-pairatt.PairAttParserModel.v1", {"max_pairs_per_chunk": 0}, "max_pairs_per_chunk"),
         ("spacy-pairatt.PairAttParser.v1", {"grad_factor": -1.0}, "grad_factor"),
         ("spacy-pairatt.PairAttParser.v1", {"max_pairs_per_chunk": 0}, "max_pairs_per_chunk"),
         ("spacy-pairatt.PairAttRelations.v1", {"grad_factor": -0.5}, "grad_factor"),
@@ -37,8 +42,10 @@ from spacy_pairatt.core.validation import (
 )
 def test_registered_functions_refuse_bad_numbers_naming_the_key(architecture, settings, key):
     build = spacy.registry.architectures.get(architecture)
-    if architecture in ("spacy-pairatt.PairAttParser.v1", "spacy-pairatt.PairAttRelations.v1"):
+    if architecture == "spacy-pairatt.PairAttParser.v1":
         settings = {"tok2vec": None, "scorer": None, **settings}  # checked before the layers are used
+    elif architecture in ("spacy-pairatt.PairAttParserModel.v1", "spacy-pairatt.PairAttRelations.v1"):
+        settings = {"tok2vec": None, "pair_scorer": None, **settings}
     with pytest.raises(ValueError, match=rf"^{architecture}: {key} must be "):
         build(**settings)
 
@@ -55,10 +62,10 @@ def test_good_numbers_pass():
 def test_settings_in_a_pipeline_config_fail_when_the_pipeline_is_built():
     nlp = spacy.blank("en")
     with pytest.raises(ValueError, match="spacy-pairatt.RelationScorer.v1: hidden_width must be an integer >= 1"):
-        nlp.add_pipe("pairatt_rel", config={"model": {"scorer": {"hidden_width": 0}}})
-    with pytest.raises(ValueError, match="spacy-pairatt.PairScorer.v1: label_width must be an integer >= 1"):
-        nlp.add_pipe("pairatt_parser", config={"model": {"scorer": {"label_width": 0}}})
-    with pytest.raises(ValueError, match="spacy-pairatt.PairAttParser.v1: grad_factor must be a number >= 0"):
+        nlp.add_pipe("pairatt_rel", config={"model": {"pair_scorer": {"hidden_width": 0}}})
+    with pytest.raises(ValueError, match="spacy-pairatt.BiaffinePairScorer.v1: label_width must be an integer >= 1"):
+        nlp.add_pipe("pairatt_parser", config={"model": {"pair_scorer": {"label_width": 0}}})
+    with pytest.raises(ValueError, match="spacy-pairatt.PairAttParserModel.v1: grad_factor must be a number >= 0"):
         nlp.add_pipe("pairatt_parser", config={"model": {"grad_factor": -1}})
     with pytest.raises(ValueError, match=r"pairatt_rel: threshold must be a number in \[0, 1\], got 1.5"):
         nlp.add_pipe("pairatt_rel", config={"threshold": 1.5})
@@ -107,7 +114,7 @@ def test_transformer_that_did_not_run_is_told_apart_from_one_without_attention()
 
 
 def test_features_still_exports_the_attention_hint():
-    from spacy_pairatt.core import features
+    from spacy_pairatt.integration import features
 
     assert features.ATTENTION_CONFIG_HINT is ATTENTION_CONFIG_HINT
 

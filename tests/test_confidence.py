@@ -139,8 +139,14 @@ def test_settings_are_checked_and_a_pipeline_saved_before_them_loads(initialized
         make_pipeline(tiny_bert_dir, {"confidence": "all"})
     with pytest.raises(ValueError, match="head_candidates"):
         make_pipeline(tiny_bert_dir, {"head_candidates": 0})
-    with pytest.raises(ValueError, match='mode = "biaffine"'):
-        make_pipeline(tiny_bert_dir, {"arc_objective": "tree_crf", "model": {"scorer": {"mode": "paper"}}})
+    with pytest.raises(ValueError, match="BiaffinePairScorer"):
+        make_pipeline(
+            tiny_bert_dir,
+            {
+                "arc_objective": "tree_crf",
+                "model": {"pair_scorer": {"@architectures": "spacy-pairatt.PaperPairScorer.v1"}},
+            },
+        )
     nlp, _ = initialized
     nlp.to_disk(tmp_path / "model")
     config_path = tmp_path / "model" / "config.cfg"

@@ -9,7 +9,6 @@ from conftest import DATA
 from spacy.tokens import Doc, DocBin, Span
 from spacy.vocab import Vocab
 
-from spacy_pairatt.core.doc_relations import Relation, entity_mentions, register_relations_extension, render_relations
 from spacy_pairatt.corpora.docred import (
     DOCRED_FILES,
     SPANS_KEY,
@@ -21,6 +20,12 @@ from spacy_pairatt.corpora.docred import (
     seen_in_training,
 )
 from spacy_pairatt.corpora.relation_metrics import docred_scores, tune_threshold
+from spacy_pairatt.integration.doc_relations import (
+    Relation,
+    entity_mentions,
+    register_relations_extension,
+    render_relations,
+)
 
 REDOCRED_DIR = DATA / "docred" / "re-docred"
 

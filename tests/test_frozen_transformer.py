@@ -6,7 +6,7 @@ import spacy
 from conftest import examples_from_docs, make_transformer_pipeline
 
 from spacy_pairatt.components.attention_release import AttentionRelease
-from spacy_pairatt.core.features import sentence_features
+from spacy_pairatt.integration.features import sentence_features
 
 N_DOCS = 8
 

@@ -6,8 +6,8 @@ import ctypes
 import pytest
 from conftest import examples_from_docs, make_pipeline
 
-from spacy_pairatt.components import memory
-from spacy_pairatt.components.memory import FreeHeapRelease, glibc, resident_bytes
+from spacy_pairatt.integration import memory
+from spacy_pairatt.integration.memory import FreeHeapRelease, glibc, resident_bytes
 
 needs_glibc = pytest.mark.skipif(glibc() is None, reason="malloc_trim is glibc's")
 MB = 1024 * 1024

@@ -46,7 +46,7 @@ def test_loading_a_pipeline_imports_no_study_evaluation_plotting_lightgbm_or_das
 
 def test_the_public_names_are_the_relations_type_and_its_picture():
     import spacy_pairatt
-    from spacy_pairatt.core import doc_relations
+    from spacy_pairatt.integration import doc_relations
 
     assert spacy_pairatt.Relation is doc_relations.Relation
     assert spacy_pairatt.render_relations is doc_relations.render_relations

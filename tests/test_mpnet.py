@@ -17,7 +17,7 @@ from test_relations import given_entities, relation_pipeline, semeval_docs  # no
 from test_relations import train as train_relations
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.components.base import upstream_transformer_dims
+from spacy_pairatt.integration.pipe_setup import upstream_transformer_dims
 from spacy_pairatt.layers.fused_attention import FusedMPNetSelfAttention
 
 MAPS = TINY_SIZES["num_hidden_layers"] * TINY_SIZES["num_attention_heads"]

@@ -12,9 +12,9 @@ from spacy.tokens import Doc
 from thinc.api import Adam, fix_random_seed
 from torch import nn
 
-from spacy_pairatt.components.scoring import sentence_is_one_tree
-from spacy_pairatt.core.features import MissingAttentionError
 from spacy_pairatt.core.objectives import arc_log_scores
+from spacy_pairatt.integration.features import MissingAttentionError
+from spacy_pairatt.integration.scoring import sentence_is_one_tree
 from spacy_pairatt.layers.fused_attention import FusedBertSelfAttention
 from spacy_pairatt.layers.pair_scorer import torch_module
 
@@ -108,7 +108,10 @@ def test_serialization_round_trip(trained, tmp_path):
 
 
 def test_greedy_decoder_gives_each_word_its_best_head(tiny_bert_dir, ud_train_docs):
-    nlp = make_pipeline(tiny_bert_dir, {"decoder": "greedy", "model": {"scorer": {"mode": "paper"}}})
+    nlp = make_pipeline(
+        tiny_bert_dir,
+        {"decoder": "greedy", "model": {"pair_scorer": {"@architectures": "spacy-pairatt.PaperPairScorer.v1"}}},
+    )
     examples = examples_from_docs(nlp, ud_train_docs[:10])
     nlp.initialize(lambda: examples)
     parser = nlp.get_pipe("pairatt_parser")
@@ -137,7 +140,7 @@ def test_missing_attention_fails_at_initialize_naming_the_keys(tiny_bert_dir, ud
 
 
 def test_embeddings_only_needs_no_attention(tiny_bert_dir, ud_train_docs):
-    nlp = make_pipeline(tiny_bert_dir, {"model": {"scorer": {"use_attention": False}}})
+    nlp = make_pipeline(tiny_bert_dir, {"model": {"pair_scorer": {"use_attention": False}}})
     nlp.get_pipe("transformer").model.layers[0].shims[0]._hfmodel._init_transformer_config.clear()
     examples = examples_from_docs(nlp, ud_train_docs[:5])
     nlp.initialize(lambda: examples)
@@ -158,8 +161,9 @@ def test_entry_points_work_without_importing_the_package():
         "nlp = spacy.blank('en')\n"
         "parser = nlp.add_pipe('pairatt_parser')\n"
         "assert 'spacy_pairatt' in sys.modules\n"
-        "for registry, name in [('architectures', 'spacy-pairatt.PairScorer.v1'),\n"
-        "    ('architectures', 'spacy-pairatt.PairAttParser.v1'), ('scorers', 'spacy-pairatt.parser_scorer.v1'),\n"
+        "for registry, name in [('architectures', 'spacy-pairatt.BiaffinePairScorer.v1'),\n"
+        "    ('architectures', 'spacy-pairatt.PairAttParserModel.v1'), ('scorers', 'spacy-pairatt.parser_scorer.v1'),\n"
+        "    ('architectures', 'spacy-pairatt.PairAttParser.v1'), ('architectures', 'spacy-pairatt.PairScorer.v1'),\n"
         "    ('misc', 'spacy-pairatt.minilm_path.v1')]:\n"
         "    getattr(spacy.registry, registry).get(name)\n"
         "print(type(parser).__name__)\n"
@@ -177,7 +181,7 @@ def test_only_training_configs_bound_the_heap(trained, tmp_path):
     nlp.to_disk(tmp_path / "pipeline")
     code = f"""
 import resource, spacy, numpy as np
-from spacy_pairatt.components import memory
+from spacy_pairatt.integration import memory
 def faults_of_big_arrays():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(20):
@@ -276,7 +280,7 @@ def test_empty_docs_in_training_and_prediction(tiny_bert_dir, ud_train_docs):
 def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
     import json
 
-    from spacy_pairatt.shipped_pipeline import assemble_pipeline, parse_examples
+    from spacy_pairatt.release.packaging import assemble_pipeline, parse_examples
 
     nlp, _, _ = trained
     nlp.to_disk(tmp_path / "model")
@@ -299,7 +303,7 @@ def parser_training_loss(nlp, examples):
     parser = nlp.get_pipe("pairatt_parser")
     model = parser.model
     docs = list(nlp.get_pipe("transformer").pipe([eg.predicted for eg in examples]))
-    dropouts = [m for m in torch_module(model.get_ref("scorer")).modules() if isinstance(m, nn.Dropout)]
+    dropouts = [m for m in torch_module(model.get_ref("pair_scorer")).modules() if isinstance(m, nn.Dropout)]
     rates = [m.p for m in dropouts]
     listener = model.get_ref("tok2vec")
     try:

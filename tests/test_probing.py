@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import UD_DIR
 
-from spacy_pairatt.core.features import sentence_features
+from spacy_pairatt.integration.features import sentence_features
 from spacy_pairatt.study.probe_pairs import (
     PairFeatureLayout,
     all_candidate_pairs,

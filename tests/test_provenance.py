@@ -18,7 +18,7 @@ from spacy_pairatt.provenance import (
     LIBRARIES,
     SOURCE_STAMP_ENV,
     code_version,
-    command_line,
+    command_as_typed,
     process_start,
     provenance,
     source_stamp,
@@ -153,11 +153,11 @@ def test_a_source_stamp_needs_a_clean_checkout(checkout, tmp_path, monkeypatch):
 
 def test_command_line_as_typed():
     main = str(Path(provenance_module.__file__).parent / "__main__.py")
-    assert command_line([main, "evaluate", "a b", "--output", "x.json"]) == (
+    assert command_as_typed([main, "evaluate", "a b", "--output", "x.json"]) == (
         "python -m spacy_pairatt evaluate 'a b' --output x.json"
     )
-    assert command_line(["bench/speed.py", "--limit", "5"]) == "python bench/speed.py --limit 5"
-    assert command_line(["-c"]) == "python -c"
+    assert command_as_typed(["bench/speed.py", "--limit", "5"]) == "python bench/speed.py --limit 5"
+    assert command_as_typed(["-c"]) == "python -c"
 
 
 def test_wall_seconds_default_to_the_process_start():

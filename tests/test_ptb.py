@@ -13,7 +13,7 @@ from spacy.tokens import DocBin
 
 from spacy_pairatt.cli import main
 from spacy_pairatt.core.decoding import is_single_rooted_tree
-from spacy_pairatt.core.validation import head_array_problem
+from spacy_pairatt.core.tree_checks import head_array_problem
 from spacy_pairatt.corpora.ptb import (
     TREEBANK_DIR,
     convert_ptb,

@@ -16,9 +16,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
-from spacy_pairatt.core.doc_relations import USER_DATA_KEY, Relation, set_relation_arrays, set_relations
-from spacy_pairatt.core.features import entity_groups
 from spacy_pairatt.core.pooling import WordAttention
+from spacy_pairatt.integration.doc_relations import USER_DATA_KEY, Relation, set_relation_arrays, set_relations
+from spacy_pairatt.integration.features import entity_groups
 from spacy_pairatt.layers.pair_scorer import torch_module
 from spacy_pairatt.layers.torch_scorers import RelationPairScorer
 
@@ -247,7 +247,7 @@ def test_max_pairs_per_doc_given_at_load_time_is_the_one_that_runs(relation_nlp,
 
 def test_slicing_the_pairs_does_not_change_the_relations(relation_nlp):
     """The issue's Doc through the pipeline, all pairs in one slice and one head entity a slice."""
-    scorer = torch_module(relation_nlp.get_pipe("pairatt_rel").model.get_ref("scorer")).scorer
+    scorer = torch_module(relation_nlp.get_pipe("pairatt_rel").model.get_ref("pair_scorer")).scorer
     doc = relation_nlp(sentences_doc(relation_nlp, 3))
     default, scorer.slice_values = scorer.slice_values, 1
     try:

@@ -11,9 +11,9 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.core.doc_relations import Relation, entity_mentions, register_relations_extension
 from spacy_pairatt.corpora.readers import with_candidate_spans
 from spacy_pairatt.corpora.semeval import TRAIN_FILE, read_semeval
+from spacy_pairatt.integration.doc_relations import Relation, entity_mentions, register_relations_extension
 
 SEMEVAL_DIR = DATA / "semeval2010_task8"
 
@@ -167,8 +167,7 @@ def test_multi_label_entities_with_several_mentions(tiny_bert_dir):
 def test_semeval_evaluation_and_table_from_a_saved_pipeline(trained, semeval_docs, tmp_path):
     """`semeval-evaluate` reads gold entities from the .spacy file and scores with the official scorer."""
     from spacy_pairatt.corpora.semeval import score_semeval
-    from spacy_pairatt.evaluation.relation_eval import evaluate_semeval
-    from spacy_pairatt.reports import relations_table
+    from spacy_pairatt.evaluation.relation_eval import evaluate_semeval, relations_table
 
     nlp, examples, _ = trained
     nlp.to_disk(tmp_path / "model")
@@ -327,7 +326,7 @@ def test_dev_corpus_is_checked_like_the_training_corpus(tiny_bert_dir, tmp_path)
 
 
 def test_distinct_entities_merges_spans_with_the_same_offsets():
-    from spacy_pairatt.core.doc_relations import distinct_entities
+    from spacy_pairatt.integration.doc_relations import distinct_entities
 
     doc = spacy.blank("en")("a b c d e f")
     spans = [Span(doc, 4, 5, "X", span_id="B"), Span(doc, 0, 1, "X"), Span(doc, 0, 1, "X", span_id="A")]

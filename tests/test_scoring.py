@@ -6,7 +6,7 @@ import spacy
 from spacy.tokens import Doc
 from spacy.training import Example
 
-from spacy_pairatt.components.scoring import arc_counts, score_parse, sentence_is_one_tree, single_tree_rate
+from spacy_pairatt.integration.scoring import arc_counts, score_parse, sentence_is_one_tree, single_tree_rate
 from spacy_pairatt.study.bootstrap import f_score
 
 

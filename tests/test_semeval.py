@@ -13,7 +13,6 @@ import spacy
 from conftest import DATA
 from spacy.tokens import DocBin
 
-from spacy_pairatt.core.doc_relations import Relation, register_relations_extension
 from spacy_pairatt.corpora.relation_metrics import SEMEVAL_LABELS, semeval_official_scores
 from spacy_pairatt.corpora.semeval import (
     SEMEVAL_FILES,
@@ -25,6 +24,7 @@ from spacy_pairatt.corpora.semeval import (
     semeval_label,
     stratified_dev_indices,
 )
+from spacy_pairatt.integration.doc_relations import Relation, register_relations_extension
 
 SEMEVAL_DIR = DATA / "semeval2010_task8"
 SCORER_DIR = SEMEVAL_DIR / "SemEval2010_task8_all_data" / "SemEval2010_task8_scorer-v1.2"

@@ -3,7 +3,7 @@
 import pytest
 import spacy
 
-from spacy_pairatt.core.span_getters import (
+from spacy_pairatt.integration.span_getters import (
     get_sent_windows,
     make_sent_windows,
     split_span,

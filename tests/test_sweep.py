@@ -10,7 +10,10 @@ SPEC = importlib.util.spec_from_file_location("sweep", REPO / "bench" / "sweep.p
 sweep = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(sweep)
 
-WIDTHS = ["components.pairatt_parser.model.scorer.label_width", "components.pairatt_parser.model.scorer.arc_width"]
+WIDTHS = [
+    "components.pairatt_parser.model.pair_scorer.label_width",
+    "components.pairatt_parser.model.pair_scorer.arc_width",
+]
 HEADER = "E    #       LOSS TRANS...  LOSS PAIRA...  DEP_UAS  DEP_LAS  SENTS_F  SCORE \n---  ------  -------------\n"
 
 
@@ -51,7 +54,7 @@ def test_a_log_without_parser_scores_is_refused_by_name():
 def test_each_value_trains_the_config_with_the_setting_overridden_and_its_own_name():
     rate = sweep.train_command("configs/parser_minilm.cfg", [sweep.LEARN_RATE], "3e-4", Path("out/lr_3e-4"), -1)
     assert rate[-2:] == ["--training.optimizer.learn_rate.initial_rate", "3e-4"]
-    width = "components.pairatt_parser.model.scorer.label_width"
+    width = "components.pairatt_parser.model.pair_scorer.label_width"
     assert sweep.train_command("configs/parser_minilm.cfg", [width], "64", Path("out"), 0)[-2:] == [f"--{width}", "64"]
     assert [sweep.run_name([sweep.LEARN_RATE], "3e-4"), sweep.run_name([width], "64")] == ["lr_3e-4", "label_width_64"]
 

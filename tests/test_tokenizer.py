@@ -27,7 +27,7 @@ from spacy_pairatt.evaluation.tokenizer_eval import (
     without_multiword_lines,
 )
 from spacy_pairatt.evaluation.ud_eval import document_texts
-from spacy_pairatt.evaluation.ud_treebank import read_conllu
+from spacy_pairatt.evaluation.ud_treebank import read_treebank
 from spacy_pairatt.parse_files.parsing import parse_stream
 
 REPO = Path(__file__).resolve().parents[1]
@@ -111,16 +111,16 @@ def test_no_multiword_tokens_outside_english():
 
 
 def test_multiword_lines_give_tokens_f1_100_on_a_gold_example_with_contractions():
-    gold = read_conllu(GOLD.splitlines())
+    gold = read_treebank(GOLD.splitlines())
     texts = document_texts(GOLD.splitlines())
     system = tokenized_conllu(tokenizer_pipeline(CONFIG), texts)
     assert [line.split("\t")[:2] for line in system.splitlines() if line[:2] in ("2-", "5-", "7-")] == [
         ["2-3", "don't"], ["5-6", "it's"], ["7-8", "gonna"],
     ]  # fmt: skip
-    scores = token_scores(gold, read_conllu(system.splitlines()))
+    scores = token_scores(gold, read_treebank(system.splitlines()))
     assert {metric: scores[metric]["f1"] for metric in ("Tokens", "Words")} == {"Tokens": 1.0, "Words": 1.0}
     # written as ten tokens, only I, think, rain and . are gold tokens: F1 = 2 * 4 / (7 + 10)
-    scores = token_scores(gold, read_conllu(without_multiword_lines(system).splitlines()))
+    scores = token_scores(gold, read_treebank(without_multiword_lines(system).splitlines()))
     assert scores["Tokens"]["f1"] == pytest.approx(8 / 17) and scores["Words"]["f1"] == 1.0
     # spaCy's converter and the conllu library read the words back
     assert [token.text for token in next(iter(conllu_to_docs(system, n_sents=1, no_print=True)))] == [
@@ -134,11 +134,11 @@ def test_multiword_lines_give_tokens_f1_100_on_a_gold_example_with_contractions(
 
 
 def test_disagreements_are_the_stretches_tokenized_differently():
-    gold = read_conllu(GOLD.splitlines())
+    gold = read_treebank(GOLD.splitlines())
     words_as_tokens = without_multiword_lines(
         tokenized_conllu(tokenizer_pipeline(STOCK), document_texts(GOLD.splitlines()))
     )
-    system = read_conllu(words_as_tokens.splitlines())
+    system = read_treebank(words_as_tokens.splitlines())
     assert disagreements(gold, system) == {("don't", "do n't"): 1, ("it's", "it 's"): 1, ("gonna", "gon na"): 1}
 
 

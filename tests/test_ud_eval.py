@@ -20,7 +20,7 @@ from spacy_pairatt.evaluation.ud_treebank import (
     FUNCTION_RELATIONS,
     UDEvalError,
     load_conllu,
-    read_conllu,
+    read_treebank,
     universal_feats,
 )
 
@@ -42,7 +42,7 @@ def conllu(*sentences: str) -> str:
 
 
 def scores(gold: str, system: str):
-    return evaluate(read_conllu(gold.splitlines(True), "gold"), read_conllu(system.splitlines(True), "system"))
+    return evaluate(read_treebank(gold.splitlines(True), "gold"), read_treebank(system.splitlines(True), "system"))
 
 
 def prf(score):
@@ -293,7 +293,7 @@ def test_multiword_region_grows_until_no_multiword_token_sticks_out():
     # abc [0,3), takes in cd [2,4), then def [3,6), then ef [4,6): all 6 + 6 words. Longest common
     # subsequence of a bx c d ex f and a b c d e f: a c d f, 4 pairs.
     gold, system = words("abc a BX c", "def d EX f"), words("ab a b", "cd c d", "ef e f")
-    g, s = align_words(read_conllu(gold.splitlines(True)), read_conllu(system.splitlines(True)))
+    g, s = align_words(read_treebank(gold.splitlines(True)), read_treebank(system.splitlines(True)))
     assert g.tolist() == [0, 2, 3, 5] and s.tolist() == [0, 2, 3, 5]
     assert prf(scores(gold, system)["Words"]) == (4 / 6, 4 / 6, 4 / 6)
 
@@ -335,7 +335,7 @@ def test_word_alignment_counts(gold, system, aligned):
 )
 def test_malformed_files_fail_with_the_line(text, message):
     with pytest.raises(UDEvalError, match=message):
-        read_conllu(text.splitlines(True), "f.conllu")
+        read_treebank(text.splitlines(True), "f.conllu")
 
 
 def test_different_texts_fail_with_the_place():
@@ -400,7 +400,7 @@ def ewt_dev_lines():
 
 def test_ewt_dev_against_itself_is_100_everywhere(ewt_dev_lines):
     gold = load_conllu(EWT_DEV)
-    result = evaluate(gold, read_conllu(ewt_dev_lines))
+    result = evaluate(gold, read_treebank(ewt_dev_lines))
     assert all((s.precision, s.recall, s.f1) == (1.0, 1.0, 1.0) for s in result.values())
     # 2001 sentences, 25,147 words, 359 multiword tokens: a token per word outside them, one per multiword token.
     assert (result["Sentences"].gold, result["Words"].gold) == (2001, 25147)
@@ -432,7 +432,7 @@ def test_ewt_dev_perturbed_gives_the_expected_lower_scores(ewt_dev_lines):
             counts["PROPN lemma"] += 1
             columns[2] = "zz" + columns[2]
         lines[i] = "\t".join(columns) + "\n"
-    result = evaluate(load_conllu(EWT_DEV), read_conllu(lines))
+    result = evaluate(load_conllu(EWT_DEV), read_treebank(lines))
     n = counts["words"]
     # Every NOUN retagged X: UPOS and AllTags lose exactly those words.
     assert result["UPOS"].correct == result["AllTags"].correct == n - counts["NOUN"]
@@ -480,7 +480,7 @@ def merge_sentence_pairs(lines):
 
 def test_ewt_dev_with_sentences_merged_in_pairs(ewt_dev_lines):
     lines, n_sentences = merge_sentence_pairs(ewt_dev_lines)
-    result = evaluate(load_conllu(EWT_DEV), read_conllu(lines))
+    result = evaluate(load_conllu(EWT_DEV), read_treebank(lines))
     # 2001 sentences: 1000 pairs merged plus the last alone; only that one matches a gold sentence.
     assert (result["Sentences"].gold, result["Sentences"].system, result["Sentences"].correct) == (2001, 1001, 1)
     # Each merged pair's second root gets a head: 1000 arcs wrong.
@@ -542,7 +542,7 @@ def test_vectorised_counts_equal_the_direct_definitions_on_random_errors(ewt_dev
         if block:
             system_lines.extend(perturb_sentence(block, rng))
         block = []
-    gold, system = read_conllu(gold_lines), read_conllu(system_lines)
+    gold, system = read_treebank(gold_lines), read_treebank(system_lines)
     result = evaluate(gold, system)
     direct = direct_scores(gold, system)
     assert {metric: result[metric].correct for metric in direct} == direct
@@ -566,7 +566,7 @@ def perturb_sentence(rows, rng):
             columns[2] = columns[2].upper() + "x"
     merged = renumbered(merge_multiword_tokens([list(columns) for columns in rows], rng))
     try:
-        read_conllu(merged)
+        read_treebank(merged)
         return merged
     except UDEvalError:
         return renumbered(rows)
@@ -642,7 +642,7 @@ def test_error_analysis_sorts_wrong_lemmas_by_kind():
     system = DOG.replace("1 The   the", "1 The   The").replace("2 dog   dog ", "2 dog   dog ")
     system = system.replace("3 barks bark", "3 barks barks").replace("4 .     .  ", "4 .     x  ")
     gold_bank, system_bank = (
-        read_conllu(conllu(text).splitlines(True), name) for text, name in ((DOG, "g"), (system, "s"))
+        read_treebank(conllu(text).splitlines(True), name) for text, name in ((DOG, "g"), (system, "s"))
     )
     lemmas = error_analysis(gold_bank, system_bank)["lemmas"]
     # The -> "The" (gold "the"): case; barks -> "barks": the form kept; . -> "x": other. dog is right.
@@ -665,8 +665,8 @@ def test_error_analysis_finds_missed_and_false_sentence_boundaries():
     4 ran  run  VERB  VBD _ 1 parataxis
     5 .    .    PUNCT .   _ 4 punct
     """
-    gold = read_conllu(conllu(HOME, SHE).splitlines(True), "gold")
-    system = read_conllu(conllu(HE_WALKED, home_she_ran).splitlines(True), "system")
+    gold = read_treebank(conllu(HOME, SHE).splitlines(True), "gold")
+    system = read_treebank(conllu(HE_WALKED, home_she_ran).splitlines(True), "system")
     bounds = error_analysis(gold, system)["sentence_boundaries"]
     # One boundary each (the end of the text is not one): gold before "She", system before "home".
     assert (bounds["gold"], bounds["system"]) == (1, 1)

@@ -14,7 +14,7 @@ from test_parse_faults import text_from_conllu
 from spacy_pairatt.cli import main
 from spacy_pairatt.parse_files.errors import ParseCommandError
 from spacy_pairatt.parse_files.parsing import parse_stream
-from spacy_pairatt.parse_files.reading import SOURCE_KEY, numbered_lines, read_conllu
+from spacy_pairatt.parse_files.reading import SOURCE_KEY, numbered_lines, read_conllu_sources
 from spacy_pairatt.parse_files.writing import conllu_blocks
 
 # (text of one line, its gold sentences' words)
@@ -147,7 +147,7 @@ UDPIPE_BLOCK = """# sent_id = a
 
 
 def test_reading_conllu_honours_spaces_before_and_after(fast_nlp):
-    (source,) = read_conllu(numbered_lines(io.BytesIO(UDPIPE_BLOCK.encode())))
+    (source,) = read_conllu_sources(numbered_lines(io.BytesIO(UDPIPE_BLOCK.encode())))
     doc = source.to_doc(fast_nlp)
     assert doc.text == "\t Don't  stop|here.\u00a0\n "
     assert [token.text for token in doc if not token.is_space] == ["Do", "n't", "stop|here", "."]
@@ -160,4 +160,4 @@ def test_reading_conllu_honours_spaces_before_and_after(fast_nlp):
 def test_spaces_before_or_after_that_are_not_whitespace_are_refused():
     block = "1\tword\t_\t_\t_\t_\t_\t_\t_\tSpacesAfter=\\sx\n\n"
     with pytest.raises(ParseCommandError, match=r"CoNLL-U line 1: SpacesAfter=\\sx is not whitespace"):
-        list(read_conllu(numbered_lines(io.BytesIO(block.encode()))))
+        list(read_conllu_sources(numbered_lines(io.BytesIO(block.encode()))))

@@ -6,11 +6,8 @@ import json
 from conftest import REPO
 from spacy.util import load_config
 
-from docs_build.blocks import WIDTH_SWEEP_FILE
-from docs_build.docs_tables import BLOCKS
-from docs_build.results import Results
-
-width_sweep_block = BLOCKS["width-sweep"]  # the figures, then their source note
+from spacy_pairatt.release.blocks import WIDTH_SWEEP_FILE, width_sweep_block
+from spacy_pairatt.release.results import Results
 
 
 def copy_checkout_parts(root, record):
@@ -40,7 +37,7 @@ def sweep_record(uas_las_by_value):
 
 
 def test_each_narrower_pair_is_set_against_the_configs_own_widths(tmp_path):
-    scorer = load_config(REPO / "configs" / "parser_minilm.cfg")["components"]["pairatt_parser"]["model"]["scorer"]
+    scorer = load_config(REPO / "configs" / "parser_minilm.cfg")["components"]["pairatt_parser"]["model"]["pair_scorer"]
     own = f"{scorer['label_width']},{scorer['arc_width']}"
     copy_checkout_parts(tmp_path, sweep_record({own: (90.12, 86.93), "16,32": (89.96, 86.54)}))
 

@@ -6,7 +6,7 @@ import sys
 
 from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
 from . import ablation, attention_curve, confidence, corpora, encoders, evaluate, parse, probing, release, tokenizer
-from .errors import one_line
+from .errors import describe_error
 
 # Each module adds its commands; --help lists them in this order.
 COMMAND_GROUPS = (
@@ -41,6 +41,6 @@ def main(argv=None) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet
         raise SystemExit(0) from None
     except OSError as error:
-        raise SystemExit(f"python -m spacy_pairatt {command}: error: {one_line(error)}") from error
+        raise SystemExit(f"python -m spacy_pairatt {command}: error: {describe_error(error)}") from error
     except KeyboardInterrupt:
         raise SystemExit(f"python -m spacy_pairatt {command}: interrupted") from None

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def mlm_adapt(args) -> None:
-    from ..core.encoders import minilm_path
+    from ..integration.encoders import minilm_path
     from ..parse_files.errors import ParseCommandError
     from ..study.mlm import adapt_encoder, read_sentences
 

@@ -5,7 +5,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import one_line
+from .errors import describe_error
 
 
 def fetch_ud(args) -> None:
@@ -21,9 +21,9 @@ def fetch_errors(args) -> Iterator[None]:
     try:
         yield
     except ValueError as error:  # a checksum that does not match
-        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {one_line(error)}") from error
+        raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {describe_error(error)}") from error
     except OSError as error:  # no network, or a file that cannot be written
-        reason = getattr(error, "reason", None) or one_line(error)
+        reason = getattr(error, "reason", None) or describe_error(error)
         if not args.local:
             where = "no --local folder was given"
         elif not Path(args.local).is_dir():
@@ -44,7 +44,7 @@ def ptb(args) -> None:
     try:
         convert_ptb(Path(args.src_dir), Path(args.out_dir))
     except ValueError as error:
-        raise SystemExit(f"python -m spacy_pairatt ptb-convert: error: {one_line(error)}") from error
+        raise SystemExit(f"python -m spacy_pairatt ptb-convert: error: {describe_error(error)}") from error
 
 
 def fetch_relation_data(args) -> None:

@@ -1,15 +1,9 @@
 """probe, visualize: what a frozen encoder's pair features know about arcs, and the pictures
 (`spacy_pairatt.study.probing`, `spacy_pairatt.study.visualize`)."""
 
-import sys
 from pathlib import Path
 
-
-def command_line() -> str:
-    """This run's command, for the reports that say how they were made."""
-    import shlex
-
-    return "python -m spacy_pairatt " + shlex.join(sys.argv[1:])
+from ..provenance import command_as_typed
 
 
 def probe(args) -> None:
@@ -35,7 +29,7 @@ def probe(args) -> None:
             plot_attention_gain(result["probes"]["both"]["importance"], Path(args.importance_png))
     except (ImportError, ValueError, FileNotFoundError) as error:
         raise SystemExit(f"python -m spacy_pairatt probe: error: {error}") from error
-    print(write_probe_report(result, args.output_json, args.output_md, command_line(), args.importance_png))
+    print(write_probe_report(result, args.output_json, args.output_md, command_as_typed(), args.importance_png))
 
 
 def visualize(args) -> None:
@@ -57,7 +51,7 @@ def visualize(args) -> None:
             if args.report:
                 marker = {mode: marker for marker, mode in PICTURE_BLOCKS.items()}[args.mode]
                 caption = pictures.picture_caption(args.mode, maps, source)
-                pictures.report_picture(Path(args.report), marker, output, caption, command_line())
+                pictures.report_picture(Path(args.report), marker, output, caption, command_as_typed())
         elif args.mode == "parse":
             markup = pictures.render_parse(pictures.load_parser(args.model), args.text, page=output.suffix != ".svg")
             output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,3 +1,4 @@
-"""spaCy pipeline components: the factories a pipeline's config names, the scorers their configs name
-(scoring), the tokenizer a config can name (tokenizer), and what creating a component sets for the
-whole process (forking), and the heap bound that training configs ask for (memory)."""
+"""spaCy pipeline components, the pipes a pipeline's config names: `pairatt_parser` (parser),
+`pairatt_rel` (relations), `pairatt_transformer` and `pairatt_frozen_transformer` (transformer,
+frozen_transformer), `pairatt_release_attention` (attention_release), the base pipe they share
+(base) and the UD English tokenizer (tokenizer). What they use from spaCy lives in `integration`."""

@@ -18,7 +18,7 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from transformers.file_utils import ModelOutput
 
-from ..core.features import sentence_features
+from ..integration.features import sentence_features
 
 KEEP_CHOICES = (None, "float16", "float32")
 WordAttention = List[Tuple[int, int, np.ndarray]]

@@ -1,4 +1,4 @@
-"""What `pairatt_parser` and `pairatt_rel` share: a pair scorer whose size is known only after
+"""The base pipe of `pairatt_parser` and `pairatt_rel`: a pair scorer whose size is known only after
 `initialize` (or from the saved cfg), fed by a listener to an upstream transformer with attention."""
 
 import weakref
@@ -9,41 +9,9 @@ import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from spacy.tokens import Doc
-from thinc.api import Config
 
-from ..core.features import MissingAttentionError
-from ..core.validation import ATTENTION_CONFIG_HINT
-from .forking import single_threaded_torch_after_fork
-from .memory import HEAP_RELEASE
-
-
-def default_model(architecture: str, scorer: str) -> Config:
-    """A component's default [model]: `architecture` reading the shared transformer through the
-    listener, with `scorer` (the lines of its [model.scorer] section)."""
-    return Config().from_str(
-        f"""
-[model]
-@architectures = "{architecture}"
-grad_factor = 1.0
-
-[model.tok2vec]
-@architectures = "spacy-pairatt.TransformerListener.v1"
-upstream = "*"
-
-[model.scorer]
-{scorer}
-"""
-    )["model"]
-
-
-def prepare_process() -> None:
-    """What a process running these components needs: fork-safe torch (n_process).
-
-    malloc's thresholds are left as they are (only training bounds the heap); the components hand
-    free heap back as they parse instead (`memory.HEAP_RELEASE`).
-    """
-    single_threaded_torch_after_fork()
-
+from ..integration.memory import HEAP_RELEASE
+from ..integration.pipe_setup import upstream_transformer_dims
 
 # The pipeline each component was made for by its factory, to keep that pipeline's config in step
 # when a setting changes after construction (a tuned threshold). Weak, so neither keeps the other.
@@ -51,7 +19,7 @@ _PIPELINES: "weakref.WeakKeyDictionary[TrainablePipe, weakref.ref]" = weakref.We
 
 
 class PairScoringPipe(TrainablePipe):
-    """A TrainablePipe whose model has refs "tok2vec" (a TransformerListener) and "scorer".
+    """A TrainablePipe whose model has refs "tok2vec" (a TransformerDataListener) and "pair_scorer".
 
     cfg holds learned values (labels, dims), which loading takes from the saved cfg, and the
     factory's settings named in CONFIG_SETTINGS, which come from the config the pipeline is built
@@ -108,8 +76,8 @@ class PairScoringPipe(TrainablePipe):
         self._build_scorer()
 
     def _build_scorer(self) -> None:
-        """Give the scorer its dimensions from cfg and create its weights, if cfg has them."""
-        scorer = self.model.get_ref("scorer")
+        """Give the pair scorer its dimensions from cfg and create its weights, if cfg has them."""
+        scorer = self.model.get_ref("pair_scorer")
         if not self.cfg.get("dims") or scorer.layers:
             return
         for name, value in self.cfg["dims"].items():
@@ -127,32 +95,3 @@ class PairScoringPipe(TrainablePipe):
         if cfg_path.exists() and "cfg" not in exclude:
             self._load_cfg(srsly.read_json(cfg_path))
         return super().from_disk(path, exclude=(*exclude, "cfg"))
-
-
-def upstream_transformer_dims(component: TrainablePipe, nlp: Optional[Language]) -> Tuple[int, int, int]:
-    """(hidden width, layers, heads) of the transformer feeding this component's listener.
-
-    Fails with the config keys to set when there is none or when it does not output attention.
-    """
-    listener = component.model.get_ref("tok2vec")
-    upstream = None
-    if nlp is not None:
-        for _, proc in nlp.pipeline:
-            if listener in getattr(proc, "listeners", ()):
-                upstream = proc
-                break
-    if upstream is None:
-        raise ValueError(
-            f"'{component.name}': no spacy-transformers 'transformer' component feeds its listener "
-            f"(upstream = {listener.upstream_name!r}). Add one before it, e.g. "
-            f'nlp.add_pipe("transformer", config=...), with attention output on.\n' + ATTENTION_CONFIG_HINT
-        )
-    config = upstream.model.transformer.config
-    uses_attention = component.model.get_ref("scorer").attrs["use_attention"]
-    if uses_attention and not (config.output_attentions and config._attn_implementation == "eager"):
-        raise MissingAttentionError(
-            f"'{component.name}': the transformer '{upstream.name}' does not output attention weights "
-            f"(output_attentions={config.output_attentions}, "
-            f"attn_implementation={config._attn_implementation!r}).\n" + ATTENTION_CONFIG_HINT
-        )
-    return config.hidden_size, config.num_hidden_layers, config.num_attention_heads

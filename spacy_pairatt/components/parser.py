@@ -26,15 +26,16 @@ from ..confidence import (
 from ..core.decoding import DECODERS, decode_batch
 from ..core.marginals import decoded_tree_confidence, root_first_to_diagonal
 from ..core.objectives import ARC_OBJECTIVES, allowed_labels, arc_log_scores, biaffine_loss, paper_loss
-from ..core.validation import validate_gold_parse, validate_parser_dev_corpus
+from ..integration.pipe_setup import default_model, prepare_process
+from ..integration.validation import validate_gold_parse, validate_parser_dev_corpus
+from ..layers.pair_scorer import PairScoresGradient
 from ..layers.parser_model import ParseScores
-from .base import PairScoringPipe, default_model, prepare_process
+from .base import PairScoringPipe
 
 LOSS_REDUCTIONS = ("mean", "sum")
 DEFAULT_MODEL = default_model(
-    "spacy-pairatt.PairAttParser.v1",
-    """@architectures = "spacy-pairatt.PairScorer.v1"
-mode = "biaffine"
+    "spacy-pairatt.PairAttParserModel.v1",
+    """@architectures = "spacy-pairatt.BiaffinePairScorer.v1"
 use_embeddings = true
 use_attention = true
 arc_width = 256
@@ -163,10 +164,10 @@ class PairAttParser(PairScoringPipe):
                 raise ValueError(f"pairatt_parser: {key} must be one of {allowed}, got {value!r}")
         if isinstance(head_candidates, bool) or not isinstance(head_candidates, int) or head_candidates < 1:
             raise ValueError(f"pairatt_parser: head_candidates must be a whole number >= 1, got {head_candidates!r}")
-        if arc_objective == "tree_crf" and model.get_ref("scorer").attrs["mode"] != "biaffine":
+        if arc_objective == "tree_crf" and model.get_ref("pair_scorer").attrs["mode"] != "biaffine":
             raise ValueError(
                 'pairatt_parser: arc_objective = "tree_crf" needs the biaffine scorer '
-                '([components.pairatt_parser.model.scorer] mode = "biaffine")'
+                '([components.pairatt_parser.model.pair_scorer] @architectures = "spacy-pairatt.BiaffinePairScorer.v1")'
             )
         self.vocab = vocab
         self.model = model
@@ -188,7 +189,7 @@ class PairAttParser(PairScoringPipe):
 
     @property
     def mode(self) -> str:
-        return self.model.get_ref("scorer").attrs["mode"]
+        return self.model.get_ref("pair_scorer").attrs["mode"]
 
     def predict(self, docs: Iterable[Doc]):
         """Decode one tree per sentence: (sentences, heads per sentence, label ids per sentence,
@@ -283,7 +284,9 @@ class PairAttParser(PairScoringPipe):
         ]
         return sum(loss for loss, _ in losses), [d_chunk for _, d_chunk in losses]
 
-    def _chunk_loss(self, parse: ParseScores, gold_heads: np.ndarray, gold_labels: np.ndarray, n_words: int):
+    def _chunk_loss(
+        self, parse: ParseScores, gold_heads: np.ndarray, gold_labels: np.ndarray, n_words: int
+    ) -> Tuple[float, PairScoresGradient]:
         """(loss, gradient) of one chunk; the biaffine scorer's labels are scored on the gold arcs only."""
         if parse.labels_at is None:
             return paper_loss(parse.scores, parse.mask, gold_heads, gold_labels, n_words)

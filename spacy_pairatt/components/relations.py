@@ -3,7 +3,7 @@
 Candidate entities are the spans of `doc.ents` or `doc.spans[spans_key]` (mentions sharing a
 `span.id_` form one entity). Every ordered pair of distinct entities is scored from the pooled
 entity vectors, the [CLS] context and the attention between the two entities in both
-directions; predictions go to `doc._.relations` (see `spacy_pairatt.core.doc_relations`).
+directions; predictions go to `doc._.relations` (see `spacy_pairatt.integration.doc_relations`).
 """
 
 from typing import Callable, Dict, Iterable, List, Optional, Tuple
@@ -15,17 +15,18 @@ from spacy.training import Example, validate_get_examples
 from spacy.vocab import Vocab
 from thinc.api import Model, set_dropout_rate
 
-from ..core.doc_relations import (
+from ..core.objectives import entity_pair_mask, relation_loss, relation_probabilities
+from ..integration.doc_relations import (
     ENTS,
     candidate_spans,
     distinct_entities,
     register_relations_extension,
     set_relation_arrays,
 )
-from ..core.objectives import entity_pair_mask, relation_loss, relation_probabilities
-from ..core.validation import check_settings, validate_dev_corpus
+from ..integration.pipe_setup import default_model, prepare_process
+from ..integration.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
-from .base import PairScoringPipe, default_model, prepare_process
+from .base import PairScoringPipe
 
 DEFAULT_MODEL = default_model(
     "spacy-pairatt.PairAttRelations.v1",

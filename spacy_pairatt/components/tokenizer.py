@@ -18,7 +18,7 @@ from spacy.lang.en import English
 from spacy.symbols import ORTH
 from spacy.tokenizer import Tokenizer
 from spacy.tokens import Span
-from spacy.util import compile_infix_regex, compile_prefix_regex, compile_suffix_regex
+from spacy.util import compile_infix_regex, compile_prefix_regex, compile_suffix_regex, registry
 from spacy.vocab import Vocab
 
 # The words UD English writes inside a multiword token after its first word, as spaCy's tokenizer
@@ -288,6 +288,7 @@ def ud_english_tokenizer(vocab: Vocab, rule_names: Optional[Sequence[str]] = Non
     return build_tokenizer(vocab, rules)
 
 
+@registry.tokenizers("spacy-pairatt.ud_english_tokenizer.v1")
 def make_ud_english_tokenizer() -> Callable:
     """`spacy-pairatt.ud_english_tokenizer.v1`: [nlp.tokenizer] of configs/pipeline_minilm.cfg."""
 

@@ -23,12 +23,16 @@ rebuilds a saved transformer from its Hugging Face config, which does not store
 (with a warning) while `output_attentions` is on. An eager BERT, RoBERTa or MPNet self-attention,
 the one that returns the attention weights, then runs in fewer passes (`layers/fused_attention.py`),
 once the encoder is initialised or loaded. MPNet has only the eager attention: a config asking it
-for "sdpa" fails at initialization with the key to set.
+for "sdpa" fails at initialization with the key to set. Loading also puts back the float settings of
+the saved Hugging Face config, which spacy-transformers reads through JSON rounded to ten decimals
+(BERT's layer_norm_eps of 1e-12 came back as 0.0).
 """
 
+from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
+import srsly
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
@@ -39,7 +43,7 @@ from spacy_transformers.pipeline_component import DEFAULT_CONFIG, Transformer, i
 from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
 from transformers import AutoModel
 
-from ..core.span_getters import WordpieceBoundedSpans
+from ..integration.span_getters import WordpieceBoundedSpans
 from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
 from ..layers.fused_attention import fuse_self_attention
 
@@ -108,14 +112,35 @@ def padded_groups(widths: np.ndarray, rows: np.ndarray, max_items: int, max_stre
     return groups
 
 
-def restore_attention_implementation(model: Model, requested: Optional[str]) -> None:
-    """Rebuild a loaded transformer with the `attn_implementation` its transformer_config asked for
-    (same config and weights) where spacy-transformers' loading gave it another."""
+def saved_encoder_config(model_bytes: Optional[bytes]) -> Dict:
+    """The Hugging Face config inside a saved transformer model, at full precision ({} if none)."""
+    for shims in srsly.msgpack_loads(model_bytes)["shims"] if model_bytes else ():
+        for shim_bytes in shims:
+            config = srsly.msgpack_loads(shim_bytes).get("config")
+            if config:
+                return config
+    return {}
+
+
+def restore_encoder(model: Model, requested: Optional[str], saved_config: Dict) -> None:
+    """Rebuild a loaded transformer (same weights) where spacy-transformers' loading changed it: with
+    the `attn_implementation` its transformer_config asked for, and the float settings of the saved
+    config (`saved_encoder_config`) that came back rounded."""
     shim = model.layers[0].shims[0]
     loaded = shim._hfmodel.transformer
-    if requested is None or loaded is None or loaded.config._attn_implementation == requested:
+    if loaded is None:
         return
-    rebuilt = AutoModel.from_config(loaded.config, attn_implementation=requested)
+    rounded = {
+        key: value
+        for key, value in saved_config.items()
+        if isinstance(value, float) and getattr(loaded.config, key, value) != value
+    }
+    implementation = requested or loaded.config._attn_implementation
+    if not rounded and loaded.config._attn_implementation == implementation:
+        return
+    for key, value in rounded.items():
+        setattr(loaded.config, key, value)
+    rebuilt = AutoModel.from_config(loaded.config, attn_implementation=implementation)
     rebuilt.load_state_dict(loaded.state_dict())
     rebuilt.to(loaded.device).train(loaded.training)
     shim._model = shim._hfmodel.transformer = rebuilt
@@ -144,23 +169,32 @@ class WordpieceBatchedTransformer(Transformer):
             ) from error
         fuse_self_attention(self.model.transformer)
 
-    def _loaded(self, load: Callable[[], None]) -> "WordpieceBatchedTransformer":
+    def _loaded(self, load: Callable[[], None], saved_model: Callable[[], Optional[bytes]]):
         """Run spacy-transformers' loading, then give the encoder the attention its config asks
-        for (`restore_attention_implementation`), fused where it is eager. The cfg (max_batch_items)
-        stays the config's: loading would put the saved one back over a load-time override."""
+        for and its saved config's exact floats (`restore_encoder`), fused where it is eager. The cfg
+        (max_batch_items) stays the config's: loading would put the saved one back over a load-time
+        override. An uninitialized pipe loaded without its model has no encoder to restore."""
         requested = self.model._init_transformer_config.get("attn_implementation")
         configured = dict(self.cfg)
         load()
         self.cfg.update(configured)
-        restore_attention_implementation(self.model, requested)
-        fuse_self_attention(self.model.transformer)
+        if self.model.transformer is not None:
+            restore_encoder(self.model, requested, saved_encoder_config(saved_model()))
+            fuse_self_attention(self.model.transformer)
         return self
 
     def from_bytes(self, bytes_data, *, exclude=tuple()):
-        return self._loaded(lambda: super(WordpieceBatchedTransformer, self).from_bytes(bytes_data, exclude=exclude))
+        return self._loaded(
+            lambda: super(WordpieceBatchedTransformer, self).from_bytes(bytes_data, exclude=exclude),
+            lambda: None if "model" in exclude else srsly.msgpack_loads(bytes_data).get("model"),
+        )
 
     def from_disk(self, path, *, exclude=tuple()):
-        return self._loaded(lambda: super(WordpieceBatchedTransformer, self).from_disk(path, exclude=exclude))
+        model_path = Path(path) / "model"
+        return self._loaded(
+            lambda: super(WordpieceBatchedTransformer, self).from_disk(path, exclude=exclude),
+            lambda: None if "model" in exclude or not model_path.is_file() else model_path.read_bytes(),
+        )
 
     def window_sizes(self, docs: List[Doc]):
         """(widths, rows): each Doc's longest window in wordpieces and its number of windows."""

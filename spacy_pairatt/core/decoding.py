@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
-from .validation import head_array_problem
+from .tree_checks import head_array_problem
 
 ROOT_HEAD = -1
 """Value stored in ``heads[0]``: the artificial root has no head."""

@@ -21,7 +21,7 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
 
-from ..core.doc_relations import Relation, entity_mentions, register_relations_extension
+from ..integration.doc_relations import Relation, entity_mentions, register_relations_extension
 from .files import fetch_checked, write_docbins
 from .relation_metrics import docred_scores
 

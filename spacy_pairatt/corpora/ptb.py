@@ -24,7 +24,7 @@ import numpy as np
 from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
-from ..core.validation import head_array_problem
+from ..core.tree_checks import head_array_problem
 from .files import DOWNLOAD_TIMEOUT, sha256_lf, write_docbins
 
 TREEBANK_DIR = "dependency_treebank"

@@ -11,10 +11,12 @@ from typing import Callable, Iterator, Union
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
+from spacy.util import registry
 
-from ..core.doc_relations import ENTS, register_relations_extension
+from ..integration.doc_relations import ENTS, register_relations_extension
 
 
+@registry.readers("spacy-pairatt.GoldSpansCorpus.v1")
 def make_gold_spans_corpus(
     path: Union[str, Path], spans_key: str = ENTS, limit: int = 0
 ) -> Callable[[Language], Iterator[Example]]:

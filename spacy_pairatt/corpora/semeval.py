@@ -22,7 +22,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
 
-from ..core.doc_relations import Relation, register_relations_extension
+from ..integration.doc_relations import Relation, register_relations_extension
 from .files import fetch_checked, write_docbins
 from .relation_metrics import OTHER, semeval_official_scores
 

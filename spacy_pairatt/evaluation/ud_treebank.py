@@ -204,7 +204,7 @@ def check_acyclic(heads: np.ndarray, lines: np.ndarray, name: str) -> None:
         raise UDEvalError(f"{name} line {lines[stuck[0]]}: the word is on or below a cycle of heads")
 
 
-def read_conllu(lines: Iterable[str], name: str = "<conllu>") -> Treebank:
+def read_treebank(lines: Iterable[str], name: str = "<conllu>") -> Treebank:
     """A Treebank from CoNLL-U lines; UDEvalError names the line of the first problem.
 
     Comments, empty nodes (ID N.M) and extra blank lines are skipped; the file need not end with a
@@ -217,9 +217,9 @@ def read_conllu(lines: Iterable[str], name: str = "<conllu>") -> Treebank:
 
 
 def load_conllu(path) -> Treebank:
-    """read_conllu of a file; OSError when it cannot be read, UDEvalError when it is not CoNLL-U."""
+    """read_treebank of a file; OSError when it cannot be read, UDEvalError when it is not CoNLL-U."""
     with open(path, encoding="utf-8-sig") as file:  # a byte-order mark is no part of the first line
         try:
-            return read_conllu(file, str(path))
+            return read_treebank(file, str(path))
         except UnicodeDecodeError as error:
             raise UDEvalError(f"{path}: not UTF-8 ({error.reason} at byte {error.start} of a chunk)") from None

@@ -8,7 +8,7 @@ parser's a_ij, a_ji) therefore treats them as constants. Here:
 - `build_attention_transformer` (`spacy-pairatt.AttentionTransformerModel.v1`): the stock
   `TransformerModel`, built the same way, with an output converter that backpropagates the
   gradient of every layer's attention as well;
-- `TransformerDataListener` (`spacy-pairatt.TransformerListener.v1`): the stock listener, which
+- `TransformerDataListener` (`spacy-pairatt.TransformerDataListener.v1`): the stock listener, which
   also tells its model whether the upstream component of the current batch takes attention
   gradients, so that they are only computed when they reach the transformer.
 
@@ -20,15 +20,19 @@ The `pairatt_transformer` component builds those lists (spacy_pairatt.components
 from typing import Callable, List
 
 from spacy.tokens import Doc
-from spacy_transformers.data_classes import FullTransformerBatch
+from spacy.util import registry
+from spacy_transformers.data_classes import FullTransformerBatch, TransformerData
 from spacy_transformers.layers import TransformerListener, TransformerModel
 from thinc.api import ArgsKwargs, Model
 from transformers.file_utils import ModelOutput
+
+from ..deprecations import warn_renamed
 
 # The attribute that the component's listener callbacks carry, True when its model is ours.
 TAKES_ATTENTION_GRADIENTS = "takes_attention_gradients"
 
 
+@registry.architectures("spacy-pairatt.AttentionTransformerModel.v1")
 def build_attention_transformer(
     name: str,
     get_spans: Callable,
@@ -83,3 +87,21 @@ class TransformerDataListener(TransformerListener):
     @property
     def upstream_takes_attention_gradients(self) -> bool:
         return getattr(self._backprop, TAKES_ATTENTION_GRADIENTS, False)
+
+
+@registry.architectures("spacy-pairatt.TransformerDataListener.v1")
+def build_transformer_data_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
+    """The raw per-Doc TransformerData of the upstream transformer, for the pair scorers.
+
+    Unlike `spacy-transformers.TransformerListener.v1`, it does not pool to token vectors, so
+    the attention maps and the wordpiece alignment reach the parser; and it says whether the
+    upstream transformer takes attention gradients.
+    """
+    return TransformerDataListener(upstream_name=upstream)
+
+
+@registry.architectures("spacy-pairatt.TransformerListener.v1")
+def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
+    """Deprecated name of `spacy-pairatt.TransformerDataListener.v1`."""
+    warn_renamed("spacy-pairatt.TransformerListener.v1", "spacy-pairatt.TransformerDataListener.v1")
+    return build_transformer_data_listener(upstream)

@@ -17,15 +17,17 @@ averages them.
 from typing import List, Optional, Sequence
 
 from spacy.tokens import Doc
+from spacy.util import registry
 from thinc.api import Model, Softmax_v2, chain, with_array, zero_init
 from thinc.types import Floats2d
 
-from ..core.validation import check_settings
+from ..integration.validation import check_settings
 from .surface import build_dropout_bilstm_encoder, handing_on_no_input_gradient, surface_embedding, surface_mix
 
 OWNER = "spacy-pairatt.TaggerEnsemble.v1"
 
 
+@registry.architectures("spacy-pairatt.TaggerEnsemble.v1")
 def build_tagger_ensemble(
     tok2vec: Model[List[Doc], List[Floats2d]],
     members: int = 6,

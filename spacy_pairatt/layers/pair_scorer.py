@@ -7,19 +7,77 @@ per word (the gold arc in training, the decoded one at inference).
 """
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, Union
 
 import numpy as np
 import torch
+from spacy.util import registry
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, xp2torch
+from thinc.types import Floats4d
 
-from ..core.features import PairBatch
+from ..deprecations import warn_renamed
+from ..integration.features import PairBatch
 from .torch_scorers import BiaffinePairScorer, PaperPairScorer, PooledPairScorer, RelationPairScorer
 from .unit_scoring import WindowGradients
 
 SCORER_MODES = ("paper", "biaffine")
 
 
+@dataclass
+class ArcScores:
+    """What the biaffine scorer returns: arc scores now, label scores on demand.
+
+    arcs: (B, N, N, 1); labels_at(heads) gives the (B, N, K) label scores of the arcs
+    heads[b, i] -> i (units with heads[b, i] = -1 get zeros): the gold arcs in training, the decoded
+    arcs at inference. The backprop of begin_update takes (d_arcs, d_labels): the gradient of
+    `arcs` and of what the last labels_at call returned (d_labels None if it was not called).
+    """
+
+    arcs: np.ndarray
+    labels_at: Callable[[np.ndarray], np.ndarray]
+
+
+# What a pair scorer returns for one chunk: (B, N, N, 1 + K) scores (PaperPairScorer.v1,
+# RelationScorer.v1) or ArcScores (BiaffinePairScorer.v1); and the gradient its backprop takes:
+# d scores, or (d arcs, d labels of the last labels_at call or None).
+PairScores = Union[Floats4d, ArcScores]
+PairScoresGradient = Union[Floats4d, Tuple[np.ndarray, Optional[np.ndarray]]]
+
+
+@registry.architectures("spacy-pairatt.PaperPairScorer.v1")
+def build_paper_pair_scorer(
+    use_embeddings: bool = True, use_attention: bool = True, dropout: float = 0.1
+) -> Model[PairBatch, Floats4d]:
+    """(B, N, N, 1 + K) NONE + label scores per (dependent, head) pair: Meng et al.'s eq. 5, one
+    linear layer over the pair's features. The flags make the paper's ablation rows (emb, att,
+    emb+att) configs. Dimensions nI (hidden width), nA (layers x heads) and nO (1 + labels) are set
+    by the component before `initialize`.
+    """
+    from ..integration.validation import check_settings
+
+    check_settings("spacy-pairatt.PaperPairScorer.v1", dropout=dropout)
+    return _scorer_model("paper", use_embeddings, use_attention, dropout, {})
+
+
+@registry.architectures("spacy-pairatt.BiaffinePairScorer.v1")
+def build_biaffine_pair_scorer(
+    use_embeddings: bool = True,
+    use_attention: bool = True,
+    arc_width: int = 256,
+    label_width: int = 128,
+    dropout: float = 0.1,
+) -> Model[PairBatch, ArcScores]:
+    """ArcScores: Dozat & Manning's arc and label scorer with the attention terms added; the arcs
+    scored at once, the labels of given arcs on demand. Dimensions as `PaperPairScorer.v1`.
+    """
+    from ..integration.validation import check_settings
+
+    check_settings("spacy-pairatt.BiaffinePairScorer.v1", arc_width=arc_width, label_width=label_width, dropout=dropout)
+    widths = {"arc_width": arc_width, "label_width": label_width}
+    return _scorer_model("biaffine", use_embeddings, use_attention, dropout, widths)
+
+
+@registry.architectures("spacy-pairatt.PairScorer.v1")
 def build_pair_scorer(
     mode: str = "biaffine",
     use_embeddings: bool = True,
@@ -27,34 +85,34 @@ def build_pair_scorer(
     arc_width: int = 256,
     label_width: int = 128,
     dropout: float = 0.1,
-) -> Model[PairBatch, np.ndarray]:
-    """Registered as `spacy-pairatt.PairScorer.v1`: scores for a PairBatch, (B, N, N, 1 + K) in mode
-    "paper", ArcScores in mode "biaffine".
-
-    mode "paper" is Meng et al.'s eq. 5 (one linear layer, NONE + K classes per pair); "biaffine"
-    is Dozat & Manning's arc and label scorer with the attention terms added. The flags make the
-    paper's ablation rows (emb, att, emb+att) configs. Dimensions nI (hidden width), nA (layers x
-    heads) and nO (1 + labels) are set by the component before `initialize`.
+) -> Union[Model[PairBatch, Floats4d], Model[PairBatch, ArcScores]]:
+    """Deprecated: `PaperPairScorer.v1` (mode "paper") or `BiaffinePairScorer.v1` (mode "biaffine"),
+    kept so that configs and saved pipelines naming it load; the widths are ignored in mode "paper".
     """
-    from ..core.validation import check_settings
+    from ..integration.validation import check_settings
 
     check_settings("spacy-pairatt.PairScorer.v1", arc_width=arc_width, label_width=label_width, dropout=dropout)
     if mode not in SCORER_MODES:
         raise ValueError(f"PairScorer mode must be one of {SCORER_MODES}, got {mode!r}")
+    if mode == "paper":
+        warn_renamed("spacy-pairatt.PairScorer.v1 (mode paper)", "spacy-pairatt.PaperPairScorer.v1")
+        return _scorer_model("paper", use_embeddings, use_attention, dropout, {})
+    warn_renamed("spacy-pairatt.PairScorer.v1 (mode biaffine)", "spacy-pairatt.BiaffinePairScorer.v1")
     return _scorer_model(
-        mode, use_embeddings, use_attention, dropout, {"arc_width": arc_width, "label_width": label_width}
+        "biaffine", use_embeddings, use_attention, dropout, {"arc_width": arc_width, "label_width": label_width}
     )
 
 
+@registry.architectures("spacy-pairatt.RelationScorer.v1")
 def build_relation_scorer(
     use_embeddings: bool = True, use_attention: bool = True, hidden_width: int = 256, dropout: float = 0.1
-) -> Model[PairBatch, np.ndarray]:
-    """Registered as `spacy-pairatt.RelationScorer.v1`: (B, N, N, 1 + K) NONE + relation scores.
+) -> Model[PairBatch, Floats4d]:
+    """(B, N, N, 1 + K) NONE + relation scores.
 
     An MLP over head and tail entity vectors, the [CLS] context vector and the attention between
     the two entities in both directions; the flags make the emb / emb+att rows configs.
     """
-    from ..core.validation import check_settings
+    from ..integration.validation import check_settings
 
     check_settings("spacy-pairatt.RelationScorer.v1", hidden_width=hidden_width, dropout=dropout)
     return _scorer_model("relation", use_embeddings, use_attention, dropout, {"hidden_width": hidden_width})
@@ -65,7 +123,7 @@ def _scorer_model(mode: str, use_embeddings: bool, use_attention: bool, dropout:
         raise ValueError("A pair scorer needs use_embeddings or use_attention (or both) to be true")
     return Model(
         "pair_scorer",
-        forward,
+        biaffine_forward if mode == "biaffine" else array_forward,
         init=init,
         dims={"nI": None, "nA": None, "nO": None},
         attrs={"mode": mode, "use_embeddings": use_embeddings, "use_attention": use_attention, "dropout": dropout}
@@ -97,23 +155,8 @@ def init(model: Model, X=None, Y=None) -> None:
     model._layers.append(PyTorchWrapper_v2(pooled, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
 
 
-@dataclass
-class ArcScores:
-    """What the biaffine scorer returns: arc scores now, label scores on demand.
-
-    arcs: (B, N, N, 1); labels_at(heads) gives the (B, N, K) label scores of the arcs
-    heads[b, i] -> i (units with heads[b, i] = -1 get zeros): the gold arcs in training, the decoded
-    arcs at inference. The backprop of begin_update takes (d_arcs, d_labels): the gradient of
-    `arcs` and of what the last labels_at call returned (d_labels None if it was not called).
-    """
-
-    arcs: np.ndarray
-    labels_at: Callable[[np.ndarray], np.ndarray]
-
-
-def forward(model: Model, batch: PairBatch, is_train: bool):
-    if model.attrs["mode"] == "biaffine":
-        return _biaffine_scores(model, batch, is_train)
+def array_forward(model: Model[PairBatch, Floats4d], batch: PairBatch, is_train: bool):
+    """The paper's and the relation scorer's (B, N, N, 1 + K) scores, through the PyTorchWrapper."""
     return model.layers[0](batch, is_train)
 
 
@@ -121,7 +164,7 @@ def _no_backprop(d_scores):
     raise ValueError("the inference-time biaffine scores have no gradient: call the scorer with is_train=True")
 
 
-def _biaffine_scores(model: Model, batch: PairBatch, is_train: bool):
+def biaffine_forward(model: Model[PairBatch, ArcScores], batch: PairBatch, is_train: bool):
     """ArcScores and their backprop, the torch module called directly rather than through the
     PyTorchWrapper (one tensor out, one gradient in): the labels are scored in a second call, on arcs
     known only after the arcs are scored (gold ones in the loss, decoded ones at inference)."""

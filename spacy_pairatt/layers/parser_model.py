@@ -5,12 +5,13 @@ from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
+from spacy.util import registry
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 
-from ..core.features import parser_groups, window_batch
-from .attention_transformer import TransformerDataListener
-from .pair_scorer import ArcScores
+from ..deprecations import warn_renamed
+from ..integration.features import PairBatch, parser_groups, window_batch
+from .pair_scorer import ArcScores, PairScores, PairScoresGradient
 from .unit_scoring import score_chunks, transformer_gradients
 
 
@@ -39,44 +40,59 @@ class ParseScores:
         return self.scores[np.arange(batch)[:, None], np.arange(n_units)[None], np.maximum(heads, 0), 1:]
 
 
-def build_transformer_listener(upstream: str = "*") -> Model[List[Doc], List[TransformerData]]:
-    """Registered as `spacy-pairatt.TransformerListener.v1`: the raw per-Doc TransformerData.
-
-    Unlike `spacy-transformers.TransformerListener.v1`, it does not pool to token vectors, so
-    the attention maps and the wordpiece alignment reach the parser; and it says whether the
-    upstream transformer takes attention gradients.
-    """
-    return TransformerDataListener(upstream_name=upstream)
-
-
-def build_pairatt_parser(
+@registry.architectures("spacy-pairatt.PairAttParserModel.v1")
+def build_pairatt_parser_model(
     tok2vec: Model[List[Doc], List[TransformerData]],
-    scorer: Model,
+    pair_scorer: Model[PairBatch, PairScores],
     grad_factor: float = 1.0,
     max_pairs_per_chunk: int = 200_000,
 ) -> Model[List[Doc], List[ParseScores]]:
-    """Registered as `spacy-pairatt.PairAttParser.v1`.
+    """The `pairatt_parser` pipe's model: the listener's TransformerData -> ParseScores per chunk.
 
-    grad_factor scales the gradient sent back into the shared transformer (0 freezes it for
-    this component); max_pairs_per_chunk bounds the word pairs scored at once (memory). The
-    gradient reaches the transformer through the hidden states, and through the attention weights
-    too when the upstream transformer takes it (`spacy-pairatt.AttentionTransformerModel.v1`
-    under `pairatt_transformer`).
+    pair_scorer: `spacy-pairatt.BiaffinePairScorer.v1` or `spacy-pairatt.PaperPairScorer.v1`.
+    grad_factor scales the gradient sent back into the shared transformer (0 freezes it for this
+    component); max_pairs_per_chunk bounds the word pairs scored at once (memory). The gradient
+    reaches the transformer through the hidden states, and through the attention weights too when
+    the upstream transformer takes it (`spacy-pairatt.AttentionTransformerModel.v1` under
+    `pairatt_transformer`).
     """
-    from ..core.validation import check_settings
+    return _parser_model("spacy-pairatt.PairAttParserModel.v1", tok2vec, pair_scorer, grad_factor, max_pairs_per_chunk)
 
-    check_settings("spacy-pairatt.PairAttParser.v1", grad_factor=grad_factor, max_pairs_per_chunk=max_pairs_per_chunk)
+
+@registry.architectures("spacy-pairatt.PairAttParser.v1")
+def build_pairatt_parser(
+    tok2vec: Model[List[Doc], List[TransformerData]],
+    scorer: Model[PairBatch, PairScores],
+    grad_factor: float = 1.0,
+    max_pairs_per_chunk: int = 200_000,
+) -> Model[List[Doc], List[ParseScores]]:
+    """Deprecated name of `spacy-pairatt.PairAttParserModel.v1`, whose `pair_scorer` was `scorer` here."""
+    warn_renamed("spacy-pairatt.PairAttParser.v1", "spacy-pairatt.PairAttParserModel.v1 with [model.pair_scorer]")
+    return _parser_model("spacy-pairatt.PairAttParser.v1", tok2vec, scorer, grad_factor, max_pairs_per_chunk)
+
+
+def _parser_model(
+    architecture: str,
+    tok2vec: Model[List[Doc], List[TransformerData]],
+    pair_scorer: Model[PairBatch, PairScores],
+    grad_factor: float,
+    max_pairs_per_chunk: int,
+) -> Model[List[Doc], List[ParseScores]]:
+    from ..integration.validation import check_settings
+
+    check_settings(architecture, grad_factor=grad_factor, max_pairs_per_chunk=max_pairs_per_chunk)
     return Model(
         "pairatt_parser_model",
         forward,
-        layers=[tok2vec, scorer],
-        refs={"tok2vec": tok2vec, "scorer": scorer},
+        layers=[tok2vec, pair_scorer],
+        # "scorer": the deprecated name of the "pair_scorer" ref, for code written against it.
+        refs={"tok2vec": tok2vec, "pair_scorer": pair_scorer, "scorer": pair_scorer},
         attrs={"grad_factor": grad_factor, "max_pairs_per_chunk": max_pairs_per_chunk},
     )
 
 
 def forward(model: Model, docs: List[Doc], is_train: bool):
-    tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
+    tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("pair_scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
     groups, sentences = parser_groups(docs)
     if not sentences:
@@ -90,13 +106,15 @@ def forward(model: Model, docs: List[Doc], is_train: bool):
     )
     outputs = [parse_scores([sentences[i] for i in chunk], scores, mask, is_train) for chunk, scores, mask in scored]
 
-    def backprop(d_scores: List) -> List[Doc]:
+    def backprop(d_scores: List[PairScoresGradient]) -> List[TransformerData]:
         return backprop_trf(transformer_gradients(model, trf_datas, windows, backprop_windows(d_scores)))
 
     return outputs, backprop
 
 
-def parse_scores(sentences: List[Tuple[int, int, int]], scores, mask: np.ndarray, trainable: bool) -> ParseScores:
+def parse_scores(
+    sentences: List[Tuple[int, int, int]], scores: PairScores, mask: np.ndarray, trainable: bool
+) -> ParseScores:
     if isinstance(scores, ArcScores):
         return ParseScores(sentences, scores.arcs, mask, scores.labels_at, trainable)
     return ParseScores(sentences, scores, mask, trainable=trainable)

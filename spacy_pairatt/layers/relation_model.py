@@ -1,15 +1,18 @@
 """The relation model: transformer listener -> entity-level pair features -> relation scorer."""
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 from spacy.tokens import Doc
+from spacy.util import registry
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
+from thinc.types import Floats4d
 
-from ..core.features import entity_groups, window_batch
-from ..core.validation import check_settings
+from ..deprecations import renamed_argument
+from ..integration.features import PairBatch, entity_groups, window_batch
+from ..integration.validation import check_settings
 from .unit_scoring import score_chunks, transformer_gradients
 
 # One Doc's candidate entities, each a list of mention offsets (start, end).
@@ -30,32 +33,39 @@ class RelationScores:
     mask: np.ndarray
 
 
+@registry.architectures("spacy-pairatt.PairAttRelations.v1")
 def build_pairatt_relations(
     tok2vec: Model[List[Doc], List[TransformerData]],
-    scorer: Model,
+    pair_scorer: Optional[Model[PairBatch, Floats4d]] = None,
     grad_factor: float = 1.0,
     max_pairs_per_chunk: int = 200_000,
+    scorer: Optional[Model[PairBatch, Floats4d]] = None,
 ) -> Model[Tuple[List[Doc], List[DocEntities]], List[RelationScores]]:
-    """Registered as `spacy-pairatt.PairAttRelations.v1`; takes (docs, candidate entities per Doc).
+    """The `pairatt_rel` pipe's model; takes (docs, candidate entities per Doc).
 
-    grad_factor scales the gradient sent into the shared transformer (0 freezes it for this
-    component); max_pairs_per_chunk bounds the entity pairs scored at once (memory).
+    pair_scorer: `spacy-pairatt.RelationScorer.v1` (`scorer` is its deprecated name). grad_factor
+    scales the gradient sent into the shared transformer (0 freezes it for this component);
+    max_pairs_per_chunk bounds the entity pairs scored at once (memory).
     """
     check_settings(
         "spacy-pairatt.PairAttRelations.v1", grad_factor=grad_factor, max_pairs_per_chunk=max_pairs_per_chunk
     )
+    pair_scorer = renamed_argument(
+        pair_scorer, scorer, "[model.scorer] of spacy-pairatt.PairAttRelations.v1", "[model.pair_scorer]"
+    )
     return Model(
         "pairatt_relations_model",
         forward,
-        layers=[tok2vec, scorer],
-        refs={"tok2vec": tok2vec, "scorer": scorer},
+        layers=[tok2vec, pair_scorer],
+        # "scorer": the deprecated name of the "pair_scorer" ref, for code written against it.
+        refs={"tok2vec": tok2vec, "pair_scorer": pair_scorer, "scorer": pair_scorer},
         attrs={"grad_factor": grad_factor, "max_pairs_per_chunk": max_pairs_per_chunk},
     )
 
 
 def forward(model: Model, inputs: Tuple[List[Doc], List[DocEntities]], is_train: bool):
     docs, entities = inputs
-    tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("scorer")
+    tok2vec, scorer = model.get_ref("tok2vec"), model.get_ref("pair_scorer")
     trf_datas, backprop_trf = tok2vec(docs, is_train)
     groups = entity_groups(entities)
     if not len(groups.doc):

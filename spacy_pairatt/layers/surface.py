@@ -12,12 +12,14 @@ from typing import List, Sequence
 
 from spacy.ml.models.tok2vec import BiLSTMEncoder, MaxoutWindowEncoder, MultiHashEmbed
 from spacy.tokens import Doc
+from spacy.util import registry
 from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
 from thinc.types import Floats2d
 
-from ..core.validation import check_settings
+from ..integration.validation import check_settings
 
 
+@registry.architectures("spacy-pairatt.SurfaceTok2Vec.v1")
 def build_surface_tok2vec(
     tok2vec: Model[List[Doc], List[Floats2d]],
     surface_width: int = 64,
@@ -91,6 +93,7 @@ class _BackpropToNothing:
         return []
 
 
+@registry.architectures("spacy-pairatt.DropoutBiLSTMEncoder.v1")
 def build_dropout_bilstm_encoder(width: int = 256, depth: int = 1) -> Model[List[Floats2d], List[Floats2d]]:
     """Registered as `spacy-pairatt.DropoutBiLSTMEncoder.v1`: spaCy's BiLSTM encoder (`width` in and
     out, half of it per direction) with dropout on its input and its output.

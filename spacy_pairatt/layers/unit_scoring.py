@@ -8,7 +8,7 @@ which go back to the shared transformer one Doc at a time.
 """
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 import torch
@@ -17,7 +17,11 @@ from thinc.api import Model
 from transformers.file_utils import ModelOutput
 
 from ..core.alignment import Groups
-from ..core.features import WindowBatch, chunk_batch, split_window_gradients
+from ..integration.features import PairBatch, WindowBatch, chunk_batch, split_window_gradients
+
+# A scorer's output for one chunk (an array, or the biaffine scorer's ArcScores) and its gradient.
+ScoresT = TypeVar("ScoresT")
+ScoresGradient = Any
 
 
 def length_chunks(lengths: Sequence[int], max_pairs: int, max_padding: float = 4.0) -> List[List[int]]:
@@ -56,17 +60,17 @@ class WindowGradients:
 
 
 def score_chunks(
-    scorer: Model,
+    scorer: Model[PairBatch, ScoresT],
     windows: WindowBatch,
     groups: Groups,
     max_pairs: int,
     is_train: bool,
     attention_requires_grad: bool = False,
-) -> Tuple[List[Tuple[List[int], object, np.ndarray]], Callable[[List], WindowGradients]]:
-    """[(group indices, scores, mask (B, N))] per chunk, and the backprop.
+) -> Tuple[List[Tuple[List[int], ScoresT, np.ndarray]], Callable[[List[ScoresGradient]], WindowGradients]]:
+    """[(group indices, the scorer's output, mask (B, N))] per chunk, and the backprop.
 
-    The backprop takes one d_scores per chunk (what the scorer's own backprop takes: an array, or
-    (d arcs, d labels) for the biaffine scorer) and returns the summed WindowGradients.
+    The backprop takes one gradient per chunk, what the scorer's own backprop takes (`PairScoresGradient`
+    in pair_scorer.py), and returns the summed WindowGradients.
     """
     chunks = length_chunks(groups.n_units, max_pairs)
     outputs, backprops = [], []
@@ -76,7 +80,7 @@ def score_chunks(
         outputs.append((chunk, scores, batch.mask))
         backprops.append(backprop_scores)
 
-    def backprop(d_scores: List) -> WindowGradients:
+    def backprop(d_scores: List[ScoresGradient]) -> WindowGradients:
         total = WindowGradients([torch.zeros_like(bucket) for bucket in windows.hidden])
         for backprop_scores, d_chunk in zip(backprops, d_scores):
             d_batch = backprop_scores(d_chunk)

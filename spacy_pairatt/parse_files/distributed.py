@@ -29,7 +29,7 @@ from spacy.language import Language
 from spacy.tokens import DocBin
 from tqdm import tqdm
 
-from .errors import ParseCommandError, check_choice, check_counts, one_line
+from .errors import ParseCommandError, check_choice, check_counts, flat_message
 from .files import OutputTarget, open_input
 from .parsing import load_pipeline, parse_docs
 from .reading import INPUT_FORMATS, read_documents
@@ -216,7 +216,7 @@ def shard_result(future: Future) -> Path:
     except (ParseCommandError, KeyboardInterrupt):
         raise
     except Exception as error:
-        raise ParseCommandError(f"a Dask task failed: {type(error).__name__}: {one_line(error)}") from error
+        raise ParseCommandError(f"a Dask task failed: {type(error).__name__}: {flat_message(error)}") from error
 
 
 def publish(staged: Sequence[Path], output: Path) -> List[Path]:

@@ -17,7 +17,7 @@ class ParseCommandError(Exception):
     n_docs: Optional[int] = None
 
 
-def one_line(error: BaseException) -> str:
+def flat_message(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 

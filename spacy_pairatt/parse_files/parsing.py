@@ -19,7 +19,7 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from .errors import ParseCommandError, check_choice, check_counts, one_line
+from .errors import ParseCommandError, check_choice, check_counts, flat_message
 from .files import OutputTarget, open_input
 from .reading import INPUT_FORMATS, SourceDoc, batch_where, read_documents
 from .workers import parse_in_processes
@@ -45,9 +45,9 @@ def load_pipeline(model: str, tokenizer: Optional[str] = None) -> Language:
     try:
         nlp = spacy.load(model, **swap)
     except RegistryError as error:
-        raise ParseCommandError(f"no registered tokenizer {tokenizer!r}: {one_line(error)}") from error
+        raise ParseCommandError(f"no registered tokenizer {tokenizer!r}: {flat_message(error)}") from error
     except (OSError, ValueError) as error:
-        raise ParseCommandError(f"cannot load the pipeline {model!r}: {one_line(error)}") from error
+        raise ParseCommandError(f"cannot load the pipeline {model!r}: {flat_message(error)}") from error
     if not any("token.head" in nlp.get_pipe_meta(name).assigns for name in nlp.pipe_names):
         raise ParseCommandError(
             f"the pipeline {model!r} has no component that assigns heads (its components: "
@@ -122,7 +122,9 @@ def usable_cpus() -> int:
 
 
 def pipeline_error(error: BaseException, batch: List[SourceDoc]) -> ParseCommandError:
-    return ParseCommandError(f"the pipeline failed on {batch_where(batch)}: {type(error).__name__}: {one_line(error)}")
+    return ParseCommandError(
+        f"the pipeline failed on {batch_where(batch)}: {type(error).__name__}: {flat_message(error)}"
+    )
 
 
 def parse_stream(

@@ -119,7 +119,7 @@ def read_text(lines: Iterable[Line]) -> Iterator[SourceDoc]:
             yield SourceDoc(id=str(number), line=number, offset=offset, text=text)
 
 
-def read_conllu(lines: Iterable[Line]) -> Iterator[SourceDoc]:
+def read_conllu_sources(lines: Iterable[Line]) -> Iterator[SourceDoc]:
     """One document per CoNLL-U sentence (blocks separated by blank lines)."""
     block: List[Line] = []
     for line in lines:
@@ -209,7 +209,7 @@ def conllu_sentence(block: List[Line]) -> SourceDoc:
     )
 
 
-READERS: Dict[str, Callable[[Iterable[Line]], Iterator[SourceDoc]]] = {"text": read_text, "conllu": read_conllu}
+READERS: Dict[str, Callable[[Iterable[Line]], Iterator[SourceDoc]]] = {"text": read_text, "conllu": read_conllu_sources}
 INPUT_FORMATS = tuple(READERS)
 
 

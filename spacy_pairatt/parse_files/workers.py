@@ -13,7 +13,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import minibatch
 
-from .errors import ParseCommandError, one_line
+from .errors import ParseCommandError, flat_message
 from .reading import READ_SIZE, SourceDoc, batch_where
 
 # Batches sent ahead to each worker process: enough to keep it busy, few enough to bound memory.
@@ -93,7 +93,7 @@ def work(nlp: Language, tasks, results, batch_size: int) -> None:
                 docs = nlp.pipe((source.to_doc(nlp) for source in batch), batch_size=batch_size)
                 message = ("docs", [doc.to_bytes(exclude=["tensor"]) for doc in docs])
             except Exception as error:
-                message = ("error", f"{type(error).__name__}: {one_line(error)}")
+                message = ("error", f"{type(error).__name__}: {flat_message(error)}")
             results.send(message)
     except (OSError, EOFError):
         sys.exit(1)  # the parent closed its end: it is stopping

@@ -59,7 +59,7 @@ def conllu_comment(text: str) -> str:
     return "".join(picture(char) if char in UNSAFE else char for char in text)
 
 
-def conllu_text(text: str) -> str:
+def escaped_text_comment(text: str) -> str:
     """The value of `# text`: conllu_comment, and pictures for whitespace at either end (readers strip it)."""
     start, end = len(text) - len(text.lstrip()), len(text.rstrip())
     if end <= start:
@@ -220,7 +220,7 @@ def sentence_comments(doc: Doc, text: str, number: int, n_sentences: int) -> Lis
     if "sent_id" not in keys:
         comments = comments + [f"sent_id = {sent_id}"]
     if "text" not in keys:
-        comments = comments + [f"text = {conllu_text(text)}"]
+        comments = comments + [f"text = {escaped_text_comment(text)}"]
     return comments
 
 

@@ -1,4 +1,4 @@
-"""The attention curve: where attention pays, by training size, domain and task
+"""Issue 17's attention curve: where attention pays, by training size, domain and task
 (docs/attention_curve.md).
 
 A run is one model: a task's row (hidden states only, or with attention), a training size (a seeded
@@ -37,7 +37,7 @@ REUSE_POLICIES = ("same-code", "existing", "never")
 # scoring a parser on EWT and PTB test and loading it, about 2 minutes.
 CPU_SECONDS_PER_STEP = {"parser": 20 * 60 / 800, "relations": 11 * 60 / 675}
 CPU_SECONDS_PER_RUN = {"parser": 120, "relations": 60}
-REL_NO_ATTENTION = ("--components.pairatt_rel.model.scorer.use_attention", "false")
+REL_NO_ATTENTION = ("--components.pairatt_rel.model.pair_scorer.use_attention", "false")
 
 
 @dataclass(frozen=True)
@@ -304,9 +304,8 @@ def dev_scores(model: str, task: Task) -> Dict[str, Optional[float]]:
 
 def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     """Score one trained run on each test set once; returns {domain: scores in percent}."""
-    from ..evaluation.parser_eval import evaluate_pipeline
+    from ..evaluation.parser_eval import evaluate_pipeline, report_json
     from ..evaluation.relation_eval import evaluate_semeval
-    from ..reports import report_json
 
     evaluations = Path(setup.results_dir) / "evaluations"
     scores = {}

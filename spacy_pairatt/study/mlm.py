@@ -22,7 +22,7 @@ import spacy
 from spacy.tokens import Doc, DocBin
 
 from ..json_files import write_json
-from ..parse_files.reading import comment_parts, numbered_lines, read_conllu, read_text
+from ..parse_files.reading import comment_parts, numbered_lines, read_conllu_sources, read_text
 
 MLM_PROBABILITY = 0.15
 SENTENCE_SUFFIXES = (".conllu", ".spacy", ".txt")
@@ -49,7 +49,8 @@ def read_sentences(path: Path) -> List[str]:
         if suffix == ".txt":
             return [source.text.strip() for source in read_text(numbered_lines(stream))]
         return [
-            conllu_text(source.comments, source.words, source.spaces) for source in read_conllu(numbered_lines(stream))
+            conllu_sentence_text(source.comments, source.words, source.spaces)
+            for source in read_conllu_sources(numbered_lines(stream))
         ]
 
 
@@ -60,7 +61,7 @@ def sentence_texts(doc: Doc) -> List[str]:
     return [doc.text.strip()]
 
 
-def conllu_text(comments: Sequence[str], words: Sequence[str], spaces: Sequence[bool]) -> str:
+def conllu_sentence_text(comments: Sequence[str], words: Sequence[str], spaces: Sequence[bool]) -> str:
     """A CoNLL-U sentence's `# text`, or its words with the spaces of SpaceAfter when it has none."""
     text = next((value for key, value in map(comment_parts, comments) if key == "text"), None)
     if text is not None:

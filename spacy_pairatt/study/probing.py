@@ -26,9 +26,9 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
-from ..components.scoring import PUNCT_LABELS
-from ..core.encoders import minilm_path
-from ..core.features import UnitFeatures, sentence_features
+from ..integration.encoders import minilm_path
+from ..integration.features import UnitFeatures, sentence_features
+from ..integration.scoring import PUNCT_LABELS
 from .probe_pairs import (
     ATTENTION_PARTS,
     DIRECTIONS,

@@ -221,9 +221,9 @@ def semeval_sentence(path: Path, sentence_id: str) -> str:
 def relation_picture(tagged: str, maps: Sequence[MapSpec], output: Path, encoder: Optional[str] = None) -> Path:
     """Fig. 4: the maps for a sentence with <e1>..</e1> and <e2>..</e2>, entity tokens in red and
     the e1 x e2 and e2 x e1 blocks boxed."""
-    from ..core.doc_relations import register_relations_extension
     from ..corpora.relation_metrics import OTHER
     from ..corpora.semeval import make_example_doc
+    from ..integration.doc_relations import register_relations_extension
 
     register_relations_extension()
     nlp = frozen_encoder(encoder)
@@ -374,7 +374,7 @@ def report_picture(report: Path, marker: str, output: Path, caption: str, comman
     """Put a picture, its caption and the command that drew it into a marked block of a markdown file."""
     from os.path import relpath
 
-    from ..reports import replace_marked_block
+    from ..evaluation.parser_eval import replace_marked_block
 
     report = Path(report)
     link = relpath(Path(output).resolve(), report.resolve().parent)

@@ -16,9 +16,10 @@ import numpy as np
 from spacy.pipeline.dep_parser import parser_score
 from spacy.scorer import Scorer
 from spacy.training import Example
+from spacy.util import registry
 
 from ..core.decoding import is_single_rooted_tree
-from ..core.doc_relations import register_relations_extension
+from .doc_relations import register_relations_extension
 
 
 def lowercase_dep(token, attr: str) -> str:
@@ -111,6 +112,7 @@ def arc_counts(examples: Iterable[Example]) -> Dict[str, List[int]]:
     return counts
 
 
+@registry.scorers("spacy-pairatt.parser_scorer.v1")
 def make_parser_scorer():
     """Registered as `spacy-pairatt.parser_scorer.v1`."""
     return score_parse
@@ -135,5 +137,6 @@ def score_relations(examples: Iterable[Example], **kwargs) -> Dict[str, float]:
     return {"rel_micro_p": precision, "rel_micro_r": recall, "rel_micro_f": f_score}
 
 
+@registry.scorers("spacy-pairatt.relation_scorer.v1")
 def make_relation_scorer():
     return score_relations

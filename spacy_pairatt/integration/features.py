@@ -18,8 +18,8 @@ from spacy.pipeline import Sentencizer
 from spacy.tokens import Doc
 from thinc.api import torch2xp
 
-from .alignment import BlockAlignment, DocAlignments, Groups, align_blocks, ragged_arange
-from .pooling import bucket_windows, pool_attention, pool_hidden
+from ..core.alignment import BlockAlignment, DocAlignments, Groups, align_blocks, ragged_arange
+from ..core.pooling import bucket_windows, pool_attention, pool_hidden
 from .span_getters import sentence_spans
 from .validation import ATTENTION_CONFIG_HINT, transformer_output_problem, transformer_ran  # noqa: F401 (hint re-exported)
 

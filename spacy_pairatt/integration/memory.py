@@ -26,6 +26,7 @@ import time
 from typing import Callable, Dict, Optional
 
 from spacy.language import Language
+from spacy.util import registry
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -129,6 +130,7 @@ class FreeHeapRelease:
         return True
 
 
+@registry.callbacks("spacy-pairatt.training_heap_bound.v1")
 def make_training_heap_bound() -> Callable[[Language], Language]:
     """Registered as `spacy-pairatt.training_heap_bound.v1`, for `[initialize.before_init]`: fixes the
     thresholds (`limit_heap_fragmentation`) in the process that trains the config."""

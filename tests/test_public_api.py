@@ -1,0 +1,110 @@
+"""The public API (`spacy_pairatt.__all__`, docs/api.md) and the registered names (setup.py's entry points)."""
+
+import json
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import spacy
+
+import spacy_pairatt
+
+REPO = Path(__file__).resolve().parents[1]
+SETUP = (REPO / "setup.py").read_text(encoding="utf8")
+# "name = module:function", with the implicit concatenation of a string split over two lines undone.
+ENTRY_POINTS = re.findall(r'"([\w.-]+) = (spacy_pairatt[\w.]+):(\w+)"', re.sub(r'"\s*\n\s*"', "", SETUP))
+GROUPS = dict(re.findall(r'"spacy_(\w+)": \[([^\]]*)\]', SETUP, flags=re.S))
+REGISTRIES = {"factories": None, "scorers": "scorers", "readers": "readers", "callbacks": "callbacks", "misc": "misc"}
+REGISTRIES |= {"architectures": "architectures", "span_getters": "span_getters", "tokenizers": "tokenizers"}
+
+LAZY_IMPORTS = """
+import json, sys
+import spacy_pairatt
+after_import = sorted(m for m in sys.modules if m.startswith("spacy_pairatt"))
+names = {}
+for name in spacy_pairatt.__all__:
+    before = set(sys.modules)
+    getattr(spacy_pairatt, name)
+    names[name] = sorted(set(sys.modules) - before)
+print(json.dumps({"after_import": after_import, "names": names}))
+"""
+
+
+def test_every_public_name_loads_on_first_use_only():
+    result = subprocess.run([sys.executable, "-c", LAZY_IMPORTS], capture_output=True, text=True, check=True)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["after_import"] == ["spacy_pairatt", "spacy_pairatt.about"]
+    assert set(report["names"]) == set(spacy_pairatt.__all__)
+    assert "spacy_pairatt.components.parser" in report["names"]["PairAttParser"]
+
+
+def test_the_public_names_are_the_pipes_data_classes_and_user_functions():
+    from spacy_pairatt.components.parser import PairAttParser
+    from spacy_pairatt.components.relations import PairAttRelationExtractor
+    from spacy_pairatt.integration.doc_relations import Relation, render_relations
+
+    assert spacy_pairatt.PairAttParser is PairAttParser
+    assert spacy_pairatt.PairAttRelationExtractor is PairAttRelationExtractor
+    assert spacy_pairatt.Relation is Relation and spacy_pairatt.render_relations is render_relations
+    assert {"ParseScores", "ArcScores", "render_parse", "tree_marginals", "__version__"} <= set(spacy_pairatt.__all__)
+    with pytest.raises(AttributeError):
+        spacy_pairatt.no_such_name
+
+
+def test_docs_api_lists_every_public_and_registered_name():
+    api = (REPO / "docs" / "api.md").read_text(encoding="utf8")
+    for name in spacy_pairatt.__all__:
+        assert f"`{name}`" in api, name
+    for name, _, _ in ENTRY_POINTS:
+        assert f"`{name}`" in api, name
+
+
+@pytest.mark.parametrize("name,module,function", ENTRY_POINTS, ids=[name for name, _, _ in ENTRY_POINTS])
+def test_each_entry_point_resolves_to_the_function_registered_under_its_name(name, module, function):
+    from importlib import import_module
+
+    builder = getattr(import_module(module), function)
+    group = next(group for group, lines in GROUPS.items() if f'"{name} = ' in re.sub(r'"\s*\n\s*"', "", lines))
+    if group == "factories":
+        assert spacy.registry.factories.get(name) is builder
+        return
+    registry = getattr(spacy.registry, REGISTRIES[group])
+    assert registry.get(name) is builder, f"{name} is registered on another function than setup.py's {function}"
+
+
+def test_the_deprecated_names_build_what_the_new_ones_build_with_a_warning():
+    from spacy_pairatt.layers.pair_scorer import ArcScores  # noqa: F401 (the biaffine contract)
+
+    architectures = spacy.registry.architectures
+    with pytest.warns(DeprecationWarning, match="BiaffinePairScorer.v1"):
+        old = architectures.get("spacy-pairatt.PairScorer.v1")(mode="biaffine")
+    new = architectures.get("spacy-pairatt.BiaffinePairScorer.v1")()
+    assert old.attrs == new.attrs and old._func is new._func
+    with pytest.warns(DeprecationWarning, match="PaperPairScorer.v1"):
+        old = architectures.get("spacy-pairatt.PairScorer.v1")(mode="paper")
+    assert old._func is architectures.get("spacy-pairatt.PaperPairScorer.v1")()._func
+    with pytest.warns(DeprecationWarning, match="TransformerDataListener.v1"):
+        listener = architectures.get("spacy-pairatt.TransformerListener.v1")()
+    assert type(listener) is type(architectures.get("spacy-pairatt.TransformerDataListener.v1")())
+    with pytest.warns(DeprecationWarning, match="PairAttParserModel.v1"):
+        model = architectures.get("spacy-pairatt.PairAttParser.v1")(listener, new)
+    assert model.get_ref("pair_scorer") is new
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = architectures.get("spacy-pairatt.PairAttParserModel.v1")(listener, pair_scorer=new)
+    assert model.get_ref("pair_scorer") is new
+
+
+def test_a_config_naming_the_old_scorer_section_still_builds_with_a_warning():
+    nlp = spacy.blank("en")
+    old_model = {
+        "@architectures": "spacy-pairatt.PairAttRelations.v1",
+        "tok2vec": {"@architectures": "spacy-pairatt.TransformerDataListener.v1"},
+        "scorer": {"@architectures": "spacy-pairatt.RelationScorer.v1", "hidden_width": 8},
+    }
+    with pytest.warns(DeprecationWarning, match=r"\[model.scorer\].*\[model.pair_scorer\]"):
+        pipe = nlp.add_pipe("pairatt_rel", config={"model": old_model})
+    assert pipe.model.get_ref("pair_scorer").attrs["hidden_width"] == 8
