@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import REPO, examples_from_docs, make_pipeline
-from spacy_pairatt.release.packaging import package_requirements
 
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
+from spacy_pairatt.shipped_pipeline import package_requirements
 
 TEXT = "The parser reads the attention between words. It builds one tree per sentence!"
 # Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, the parse, and
@@ -101,7 +101,10 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     shipped, packages = tmp_path / "shipped", tmp_path / "packages"
-    assemble_args = ["--accuracy", tmp_path / "scores.json", "--version", "0.1.0"]
+    # The model card's notes, as `package` writes them: from this checkout's docs tool, for results/ of tmp_path.
+    notes = ["--model-card", tmp_path / "notes.md", "--parser-only"]
+    run(sys.executable, "-m", "spacy_pairatt", "docs-tables", "--root", tmp_path, *notes, env=env)
+    assemble_args = ["--accuracy", tmp_path / "scores.json", "--version", "0.1.0", "--notes", tmp_path / "notes.md"]
     run(sys.executable, "-m", "spacy_pairatt", "assemble", tmp_path / "model", shipped, *assemble_args, env=env)
     packages.mkdir()
     package_args = ["--name", "pairatt", "--version", "0.1.0", "--build", "wheel"]

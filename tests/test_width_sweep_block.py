@@ -6,8 +6,11 @@ import json
 from conftest import REPO
 from spacy.util import load_config
 
-from spacy_pairatt.release.blocks import WIDTH_SWEEP_FILE, width_sweep_block
-from spacy_pairatt.release.results import Results
+from docs_build.blocks import WIDTH_SWEEP_FILE
+from docs_build.docs_tables import BLOCKS
+from docs_build.results import Results
+
+width_sweep_block = BLOCKS["width-sweep"]  # the figures, then their source note
 
 
 def copy_checkout_parts(root, record):

@@ -13,7 +13,6 @@ from spacy.training import Corpus, Example
 from ..components.attention_release import AttentionRelease
 from ..core.decoding import DECODERS
 from ..integration.scoring import arc_counts, score_parse
-from ..json_files import json_text, write_json
 from ..provenance import model_provenance, provenance
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
@@ -145,39 +144,3 @@ def copy_gold_sentence_starts(example: Example) -> None:
     starts = {int(y2x.data[y2x.starts[sent.start]]) for sent in example.reference.sents if y2x.lengths[sent.start]}
     for token in example.predicted:
         token.is_sent_start = token.i in starts or token.i == 0
-
-
-def report_json(result: Dict, path: Optional[str]) -> None:
-    """Print a result and, where `path` is given, write it there."""
-    print(write_json(path, result, sort_keys=True) if path else json_text(result, sort_keys=True))
-
-
-def percent(value) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def results_table(rows: List[Dict]) -> str:
-    """Markdown table from labelled evaluation results (each row: {"name", "split", "result"})."""
-    lines = [
-        "| model | split | UAS | LAS | UAS (punct) | LAS (punct) | one tree per sentence | sents F | words/s |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        scores = row["result"]["scores"]
-        lines.append(
-            f"| {row['name']} | {row['split']} | {percent(scores['dep_uas'])} | {percent(scores['dep_las'])} | "
-            f"{percent(scores['dep_uas_punct'])} | {percent(scores['dep_las_punct'])} | "
-            f"{percent(scores['dep_single_tree'])} | {percent(scores.get('sents_f'))} | "
-            f"{row['result']['words_per_second']:.0f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def replace_marked_block(text: str, marker: str, block: str) -> str:
-    """Replace what lies between `<!-- marker:start -->` and `<!-- marker:end -->` in `text`."""
-    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
-    if start not in text or end not in text:
-        raise ValueError(f"no {start} ... {end} block to replace")
-    head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    return f"{head}{start}\n{block}{end}{tail}"

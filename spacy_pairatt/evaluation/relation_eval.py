@@ -5,7 +5,7 @@ define their evaluation.
 """
 
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, List
 
 import spacy
 from spacy.language import Language
@@ -18,7 +18,7 @@ from ..corpora.relation_metrics import tune_threshold
 from ..corpora.semeval import score_semeval, semeval_label
 from ..integration.doc_relations import ENTS, register_relations_extension
 from ..provenance import model_provenance, provenance
-from .parser_eval import percent, predict_examples
+from .parser_eval import predict_examples
 
 # Relations below this probability are not written while evaluating Re-DocRED: the threshold is
 # tuned afterwards and the precision-recall curve (AUC) is traced over everything above it.
@@ -95,36 +95,3 @@ def evaluate_docred(model: str, tune: str, test: str, train: str, batch_size: in
         "candidate_floor": DOCRED_CANDIDATE_FLOOR,
         "scores": scores,
     }
-
-
-def relations_table(rows: List[Tuple[str, Dict]]) -> str:
-    """Markdown tables (SemEval, then Re-DocRED) from labelled `evaluate_*` results."""
-    semeval = [
-        "SemEval-2010 Task 8 (`data`: the split scored; official macro-F1 over the nine directed relations):",
-        "",
-        "| model | features | data | official macro-F1 | macro-P | macro-R | 19-way macro-F1 | words/s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    docred = [
-        "Re-DocRED test (θ tuned on the tune split):",
-        "",
-        "| model | features | θ (tuned) | F1 | Ign F1 | AUC | Ign AUC | P | R | words/s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, result in rows:
-        scores, speed = result["scores"], f"{result['words_per_second']:.0f}"
-        if result["task"] == "semeval":
-            semeval.append(
-                f"| {name} | {result['features']} | {result['data']} | {percent(scores['rel_semeval_macro_f1'])} | "
-                f"{percent(scores['rel_semeval_macro_p'])} | {percent(scores['rel_semeval_macro_r'])} | "
-                f"{percent(scores['rel_semeval_19way_macro_f1'])} | {speed} |"
-            )
-        else:
-            docred.append(
-                f"| {name} | {result['features']} | {result['theta']:.3f} | {percent(scores['rel_docred_f1'])} | "
-                f"{percent(scores['rel_docred_ign_f1'])} | {percent(scores['rel_docred_auc'])} | "
-                f"{percent(scores['rel_docred_ign_auc'])} | {percent(scores['rel_docred_precision'])} | "
-                f"{percent(scores['rel_docred_recall'])} | {speed} |"
-            )
-    tables = [lines for lines in (semeval, docred) if len(lines) > 4]
-    return "\n\n".join("\n".join(lines) for lines in tables) + "\n"

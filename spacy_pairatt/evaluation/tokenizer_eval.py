@@ -28,11 +28,11 @@ from ..components.tokenizer import RULES, ud_english_tokenizer
 from ..json_files import write_json
 from ..parse_files.files import OutputTarget, open_input
 from ..parse_files.parsing import parse_stream
+from ..reports import TOKEN_METRICS, tokenizer_tables
 from .ud_eval import document_texts, evaluate
 from .ud_treebank import Treebank, load_conllu, read_treebank
 
 PLACEHOLDER_TREE = "pairatt_placeholder_tree"
-TOKEN_METRICS = ("Tokens", "Words", "Sentences")
 STOCK = "blank:en"
 TOP_DISAGREEMENTS = 15
 
@@ -223,39 +223,6 @@ def evaluate_tokenizers(paths: Dict[str, str], config: str, tuning: Sequence[str
 
 
 # --- reports ---------------------------------------------------------------------------------------------
-
-
-def points(value: float) -> str:
-    return f"{100 * value:.2f}"
-
-
-def tokenizer_tables(result: Dict) -> str:
-    """Markdown: each tokenizer's F1 on each split, each rule's effect, and the disagreements by kind."""
-    lines = ["| tokenizer | split | Tokens F1 | Words F1 | Sentences F1 |", "|---|---|---|---|---|"]
-    for row in result["rows"]:
-        for split, scores in row["scores"].items():
-            figures = " | ".join(points(scores[metric]["f1"]) for metric in TOKEN_METRICS)
-            lines.append(f"| {row['name']} | {split} | {figures} |")
-    splits = list(next(iter(result["effects"].values())))
-    header = " | ".join(f"{metric} {split}" for metric in ("Tokens", "Words") for split in splits)
-    lines += ["", f"| rule | {header} |", "|---|" + "---|" * 2 * len(splits)]
-    for rule, effect in result["effects"].items():
-        figures = " | ".join(
-            f"{100 * effect[split][metric]:+.2f}" for metric in ("Tokens", "Words") for split in splits
-        )
-        lines.append(f"| {rule} | {figures} |")
-    ranked = result["disagreements"]
-    columns = [(name, split) for name in ranked for split in ranked[name]]
-    kinds = list(dict.fromkeys(kind for name, split in columns for kind in ranked[name][split]["kinds"]))
-    lines += ["", "| disagreements | " + " | ".join(f"{name}, {split}" for name, split in columns) + " |"]
-    lines.append("|---|" + "---|" * len(columns))
-    for kind in ["all", *kinds]:
-        counts = [
-            ranked[name][split]["total"] if kind == "all" else ranked[name][split]["kinds"].get(kind, 0)
-            for name, split in columns
-        ]
-        lines.append(f"| {kind} | " + " | ".join(map(str, counts)) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def tokenizer_report(result: Dict) -> str:

@@ -156,7 +156,8 @@ def run_ablation(
     model-best on dev and on test once, into `results_dir`/{training}_train.json and {key}_{split}.json,
     with test's per-document arc counts in {key}_test_arcs.json. `train_models=False` re-scores
     models trained before (after a change to the scoring, say) without training again."""
-    from ..evaluation.parser_eval import evaluate_pipeline, report_json
+    from ..evaluation.parser_eval import evaluate_pipeline
+    from ..reports import report_json
 
     selected = select_rows(rows)
     if adapted_encoder and not Path(adapted_encoder).is_dir():

@@ -1,4 +1,4 @@
-"""Issue 17's attention curve: where attention pays, by training size, domain and task
+"""The attention curve: where attention pays, by training size, domain and task
 (docs/attention_curve.md).
 
 A run is one model: a task's row (hidden states only, or with attention), a training size (a seeded
@@ -304,8 +304,9 @@ def dev_scores(model: str, task: Task) -> Dict[str, Optional[float]]:
 
 def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     """Score one trained run on each test set once; returns {domain: scores in percent}."""
-    from ..evaluation.parser_eval import evaluate_pipeline, report_json
+    from ..evaluation.parser_eval import evaluate_pipeline
     from ..evaluation.relation_eval import evaluate_semeval
+    from ..reports import report_json
 
     evaluations = Path(setup.results_dir) / "evaluations"
     scores = {}
