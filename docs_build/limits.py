@@ -47,13 +47,12 @@ def speed(results: Results, ud_pipeline: bool = True) -> str:
 
 def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
     memory = results.json("results/bench_memory.json")
-    kept = "" if memory is None else (
-        f" (on EWT {memory['bytes_kept_per_doc']['no release component'] / 1e3:,.0f} kB a Doc kept without it, "
-        f"{memory['bytes_kept_per_doc']['release'] / 1e3:,.0f} kB with it; results/bench.md)"
-    )  # fmt: skip
+    if memory is None:
+        return ""
+    kept = memory["bytes_kept_per_doc"]
     return (
-        "The attention tensors stay on `Doc._.trf_data` unless `pairatt_release_attention` runs after the "
-        f"parser{kept}; the shipped pipeline has it."
+        f" (on EWT {kept['no release component'] / 1e3:,.0f} kB a Doc kept without it, "
+        f"{kept['release'] / 1e3:,.0f} kB with it; results/bench.md)"
     )
 
 
@@ -106,38 +105,28 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
 
 
 def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
-    """Attention gradients and the config that takes them, with what the attention curve measured of it:
-    ft:emb+att - emb+att on EWT test, paired by seed, at each size the curve trained it."""
+    """What the attention curve measured of the config that carries attention gradients: ft:emb+att - emb+att
+    on EWT test, paired by seed, at each size the curve trained it."""
     from spacy_pairatt.study.attention_curve_table import sentences
 
     found = results.json(CURVE_JSON)
     entries = comparison_entries(shown_entries(found), "ftatt", "att") if found else []
-    measured = ""
-    if entries:
-        gains = "; ".join(
-            f"{sentences(e['n_train'], e['size'])} sentences {e['pooled']:+.2f} ({e['verdict']}; "
-            f"seeds {', '.join(map(str, e['seeds']))})"
-            for e in entries
-        )
-        measured = (
-            f" What it adds to attention as a feature, EWT test LAS pooled over training seeds on seeded "
-            f"subsets of EWT train (docs/attention_curve.md): {gains}; not measured with more than "
-            f"{max(e['n_train'] for e in entries):,} training sentences."
-        )
+    if not entries:
+        return ""
+    gains = "; ".join(
+        f"{sentences(e['n_train'], e['size'])} sentences {e['pooled']:+.2f} ({e['verdict']}; "
+        f"seeds {', '.join(map(str, e['seeds']))})"
+        for e in entries
+    )
     return (
-        "With the default config (`parser_minilm.cfg`) attention gradients do not reach the encoder: "
-        "spacy-transformers sends gradients back only through `last_hidden_state`, so attention enters as a "
-        "feature; `configs/parser_minilm_ftatt.cfg` carries them through the attention as well." + measured
+        f" What it adds to attention as a feature, EWT test LAS pooled over training seeds on seeded "
+        f"subsets of EWT train (docs/attention_curve.md): {gains}; not measured with more than "
+        f"{max(e['n_train'] for e in entries):,} training sentences."
     )
 
 
-def unsegmented(results: Results, ud_pipeline: bool = True) -> str:
-    return (
-        "Every sentence is one tree, whatever its length; memory grows with the square of its tokens (the "
-        f"pair scores). A Doc *without* sentence boundaries over {package_constant('MAX_UNSEGMENTED_TOKENS'):,} "
-        "tokens (`features.MAX_UNSEGMENTED_TOKENS`) is split where spaCy's rule-based sentencizer finds sentence "
-        "ends, with a warning naming the Doc."
-    )
+def max_unsegmented_tokens(results: Results, ud_pipeline: bool = True) -> str:
+    return f"{package_constant('MAX_UNSEGMENTED_TOKENS'):,}"
 
 
 def package_constant(name: str):
@@ -199,13 +188,24 @@ def annotation(results: Results, ud_pipeline: bool = True) -> str:
     )
 
 
+class Figures(dict):
+    """The template's `{name}`s, each written by the function of that name when the template asks for it."""
+
+    def __init__(self, results: Results, ud_pipeline: bool):
+        super().__init__()
+        self.results, self.ud_pipeline = results, ud_pipeline
+
+    def __missing__(self, name: str) -> Optional[str]:
+        return globals()[name](self.results, self.ud_pipeline)
+
+
 def limits(results: Results, ud_pipeline: bool = True) -> List[str]:
     """ud_pipeline: the limits of en_pairatt (`package`), else of the parser alone (`package-parser`)."""
     template = re.sub(r"<!--.*?-->\n", "", TEMPLATE.read_text(encoding="utf8"), flags=re.S)
-    texts = []
-    for item in re.split(r"^- ", template, flags=re.M)[1:]:
-        name = re.fullmatch(r"\{(\w+)\}", item.strip())
-        texts.append(globals()[name[1]](results, ud_pipeline) if name else " ".join(item.split()))
+    figures, texts = Figures(results, ud_pipeline), []
+    for item in (" ".join(item.split()) for item in re.split(r"^- ", template, flags=re.M)[1:]):
+        whole = re.fullmatch(r"\{(\w+)\}", item)
+        texts.append(figures[whole[1]] if whole else item.format_map(figures))
     return [text for text in texts if text]
 
 

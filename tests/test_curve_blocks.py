@@ -11,7 +11,7 @@ from weasel.util import load_project_config
 
 from docs_build.curve_blocks import CURVE_JSON, RUNS_DIR, goal_text, missing_runs, planned, sources
 from docs_build.docs_tables import BLOCKS
-from docs_build.limits import attention_gradient
+from docs_build.limits import limits
 from docs_build.results import Results, source_note
 from spacy_pairatt.study.attention_curve import TASKS, Run, size_label
 from spacy_pairatt.study.attention_curve_table import sentences
@@ -19,6 +19,11 @@ from spacy_pairatt.study.attention_curve_table import sentences
 COMMAND = "python -m spacy project run attention-curve"
 # The blocks as the docs show them: the figures, then their source note.
 attention_curve_block, attention_curve_summary_block = BLOCKS["attention-curve"], BLOCKS["attention-curve-summary"]
+
+
+def gradient_limit(results):
+    """The known limit on attention gradients, with what the curve measured of them."""
+    return next(text for text in limits(results) if text.startswith("With the default config"))
 
 
 def planned_runs(root):
@@ -184,7 +189,7 @@ def test_only_a_gain_over_the_row_without_attention_reaches_the_goal():
 
 def test_the_attention_gradient_limit_gives_what_the_curve_measured_of_the_ftatt_config(tmp_path):
     results = Results(tmp_path)
-    assert attention_gradient(results).endswith("carries them through the attention as well.")
+    assert gradient_limit(results).endswith("carries them through the attention as well.")
     over_att = {
         "dataset": "ewt", "n_train": 400, "size": "n400", "better": "ftatt", "worse": "att",
         "comparison": "ft:emb+att - emb+att", "domain": "ewt", "metric": "las", "seeds": [0, 1, 2],
@@ -194,7 +199,7 @@ def test_the_attention_gradient_limit_gives_what_the_curve_measured_of_the_ftatt
     small = {**over_att, "n_train": 100, "size": "n100", "seeds": [0], "pooled": 1.5, "verdict": "holds, one seed"}
     write(tmp_path, CURVE_JSON, {"runs": [], "comparisons": [over_att, over_emb, small], "curve": []})
 
-    text = attention_gradient(Results(tmp_path))
+    text = gradient_limit(Results(tmp_path))
 
     assert "100 sentences +1.50 (holds, one seed; seeds 0); 400 sentences +0.27 (not shown; seeds 0, 1, 2)" in text
     assert text.endswith("not measured with more than 400 training sentences.") and "+0.90" not in text
