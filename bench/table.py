@@ -89,7 +89,7 @@ def memory_lines(memory: Dict) -> List[str]:
         lines += [
             f"The components hand glibc's free heap back (malloc_trim) every "
             f"{memory['heap_release']['words_between']:,} parsed words once RSS has grown by "
-            f"{memory['heap_release']['min_growth_bytes'] / 2**20:.0f} MB (`components/memory.py`).",
+            f"{memory['heap_release']['min_growth_bytes'] / 2**20:.0f} MB (`integration/memory.py`).",
         ]
     lines += [
         "",

@@ -99,7 +99,7 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     cost = memory["speed_check"]["speed_cost_at_default_interval"]
     return (
         f"Parsing hands glibc's free heap back every {memory['heap_release']['words_between']:,} words "
-        f"(`components/memory.py`): {growth}, against the target of +10% (+15% beyond 20,000), at "
+        f"(`integration/memory.py`): {growth}, against the target of +10% (+15% beyond 20,000), at "
         f"{100 * cost:.1f}% of parse speed (target {100 * HEAP_RELEASE_SPEED_BAR:.0f}%)."
     )
 
