@@ -256,6 +256,9 @@ def test_outside_a_checkout_the_command_says_so_in_one_line(tmp_path, monkeypatc
         main(["docs-tables", "--check", "--root", str(tmp_path)])
     message = str(raised.value)
     assert "\n" not in message and "is not a checkout of spacy-pairatt (no docs_build/)" in message
+    monkeypatch.undo()  # the tool found beside the package, but no docs to regenerate under --root
+    with pytest.raises(SystemExit, match=r"error: no README.md or docs/\*.md under .*: run it from a checkout"):
+        main(["docs-tables", "--root", str(tmp_path)])
 
 
 def test_the_model_card_notes_are_written_for_assemble(tmp_path):

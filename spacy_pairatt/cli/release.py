@@ -27,6 +27,11 @@ def docs_tool(root: Path):
 def docs_tables(args) -> None:
     """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
     tool, root = docs_tool(Path(args.root)), Path(args.root)
+    if not args.model_card and not tool.doc_files(root):
+        raise SystemExit(
+            f"python -m spacy_pairatt docs-tables: error: no README.md or docs/*.md under {root.resolve()}: "
+            "run it from a checkout of spacy-pairatt, or pass --root"
+        )
     try:
         if args.measure_footprint:
             tool.write_footprint(root)
