@@ -17,10 +17,10 @@ from spacy import displacy
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
-from spacy_pairatt.reports import percent
 from docs_build.model_card import model_card_notes
 from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files, write_results
 from spacy_pairatt.parse_files.parsing import parse_file
+from spacy_pairatt.reports import percent
 from spacy_pairatt.shipped_pipeline import assemble_pipeline
 
 N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests
