@@ -188,7 +188,7 @@ PROFILE_PARTS = {
     "windows in buckets (features.window_batch)": ("spacy_pairatt/integration/features.py", "window_batch"),
     "alignment indices (alignment.align_blocks)": ("spacy_pairatt/core/alignment.py", "align_blocks"),
     "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
-    "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "_biaffine_scores"),
+    "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "biaffine_forward"),
     "pair scorer (labels on decoded arcs)": ("spacy_pairatt/layers/pair_scorer.py", "labels_at"),
     "MST decoding": ("spacy_pairatt/core/decoding.py", "decode_batch"),
     "set_annotations": ("spacy_pairatt/components/parser.py", "set_annotations"),

@@ -379,7 +379,6 @@ def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_
     come back in the plan's order. With one job, training and scoring alternate; a failed training
     stops the runs behind it."""
     import threading
-    import time as clock
 
     from spacy_pairatt.study import attention_curve as curve
 
@@ -387,8 +386,10 @@ def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_
         (tmp_path / name).write_bytes(b"")
     runs = plan_runs(task="parser", dataset="ewt", rows=["emb"], sizes=[100, 400, 1600], seeds=[0])
     ids = [run.run_id for run in runs]
-    delays = {run_id: 0.3 - 0.1 * i for i, run_id in enumerate(ids)}
-    events, running, most_at_once, failing = [], set(), [0], set()
+    # In parallel, every training waits until all three have started, and each ends only once the run
+    # after it in the plan has been scored: the reverse order, by events, not by sleeps a loaded machine upsets.
+    all_started, scored = threading.Barrier(len(ids), timeout=60), {run_id: threading.Event() for run_id in ids}
+    events, running, most_at_once, failing, in_parallel = [], set(), [0], set(), [True]
     lock = threading.Lock()
 
     def fake_training(run, setup):
@@ -396,16 +397,24 @@ def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_
             events.append(("train", run.run_id))
             running.add(run.run_id)
             most_at_once[0] = max(most_at_once[0], len(running))
-        clock.sleep(delays[run.run_id])
+        if in_parallel[0]:
+            all_started.wait()
+            later = ids.index(run.run_id) + 1
+            assert later == len(ids) or scored[ids[later]].wait(timeout=60)
         with lock:
             running.discard(run.run_id)
         if run.run_id in failing:
             raise RuntimeError(f"{run.run_id} failed")
         return {"run_id": run.run_id, "model": run.run_id, "provenance": {}}
 
+    def fake_scoring(run, training, setup):
+        events.append(("score", run.run_id))
+        scored[run.run_id].set()
+        return {}
+
     monkeypatch.setattr(curve, "train_run", fake_training)
     monkeypatch.setattr(curve, "dev_scores", lambda model, task: {"uas": 1.0})
-    monkeypatch.setattr(curve, "score_run", lambda run, training, setup: events.append(("score", run.run_id)) or {})
+    monkeypatch.setattr(curve, "score_run", fake_scoring)
     setup = curve.Setup(train=str(tmp_path / "train.spacy"), dev=str(tmp_path / "dev.spacy"),
                         tests={"ewt": str(tmp_path / "test.spacy")}, training_dir=str(tmp_path / "training"),
                         results_dir=str(tmp_path / "results"), subsets="unused", jobs=3)  # fmt: skip
@@ -414,6 +423,7 @@ def test_parallel_runs_are_scored_as_they_finish_and_returned_in_plan_order(tmp_
     assert [run_id for event, run_id in events if event == "score"] == ids[::-1]  # the shortest first
     assert all((tmp_path / "results" / "runs" / f"{run_id}.json").exists() for run_id in ids)
 
+    in_parallel[0] = False
     events.clear()
     curve.run_curve(runs, dataclasses.replace(setup, results_dir=str(tmp_path / "one_job"), jobs=1))
     assert events == [(event, run_id) for run_id in ids for event in ("train", "score")]

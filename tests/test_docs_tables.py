@@ -270,12 +270,15 @@ def test_the_model_card_notes_are_written_for_assemble(tmp_path):
 
 
 def test_the_docs_tool_is_not_installed_with_the_package():
-    """setup.py's packages hold spacy_pairatt only: docs_build/ works in a checkout and ships in no wheel."""
-    import ast
+    """setup.py's packages hold spacy_pairatt only: docs_build/ works in a checkout and ships in no wheel.
 
-    from setuptools import find_packages
-
+    setuptools runs in a child: imported here it puts its vendored distributions on this process's path,
+    which test_package's comparison of installed distributions would then see."""
     setup = (REPO / "setup.py").read_text(encoding="utf8")
-    include = ast.literal_eval(re.search(r"find_packages\(include=(\[[^]]*\])\)", setup)[1])
-    packages = find_packages(str(REPO), include=include)
+    include = re.search(r"find_packages\(include=(\[[^]]*\])\)", setup)[1]
+    listing = "import json, setuptools; print(json.dumps(setuptools.find_packages({!r}, include={})))"
+    listing = listing.format(str(REPO), include)
+    packages = json.loads(
+        subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True).stdout
+    )
     assert "spacy_pairatt.cli" in packages and not [name for name in packages if "docs_build" in name]

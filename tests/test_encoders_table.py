@@ -90,3 +90,16 @@ def test_the_command_writes_the_json_and_the_table(results_dir, tmp_path):
     table = json.loads(output_json.read_text())
     assert [row["config"] for row in table["rows"]] == [run.config for run in ENCODER_RUNS]
     assert "provenance" in table and output_md.read_text().startswith("| encoder |")
+
+
+def test_a_run_stopped_early_shows_its_steps_and_why(results_dir):
+    for name in (ENCODER_RUNS[1].dev, ENCODER_RUNS[1].test):
+        shutil.copy(results_dir / "pairatt_test.json", results_dir / name)
+    cost = {"wall_seconds": 600.0, "peak_rss_mb": 4000.0, "stopped_at_step": 600, "why_stopped": "out of time"}
+    write(results_dir, ENCODER_RUNS[1].training_cost, cost)
+    minilm, mpnet, _ = encoders_table(results_dir, resamples=200)["rows"]
+    assert (minilm["steps"], minilm["stopped_early"]) == (800, None)  # parser_minilm.cfg's max_steps
+    assert (mpnet["steps"], mpnet["planned_steps"], mpnet["stopped_early"]) == (600, 800, "out of time")
+    markdown = encoders_markdown(encoders_table(results_dir, resamples=200))
+    assert "| yes | 600* |" in markdown and "| yes | 800 |" in markdown
+    assert "trained 600 of its 800 steps and scored at that checkpoint (out of time)" in markdown

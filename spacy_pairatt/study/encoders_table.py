@@ -9,6 +9,7 @@ against without (ft:emb+att - ft:emb), is the paired bootstrap over test sentenc
 (`bootstrap.paired_bootstrap_seeds`) on every training seed both runs have per-document arc counts for.
 """
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -67,6 +68,13 @@ def split_scores(result: Optional[Dict]) -> Optional[Dict[str, float]]:
     return {metric: 100 * result["scores"][f"dep_{metric}"] for metric in ("uas", "las")}
 
 
+def configured_steps(config: str) -> Optional[int]:
+    """The config's [training] max_steps, read as text (no spaCy needed); None where it cannot be read."""
+    path = Path(__file__).resolve().parents[2] / config
+    match = re.search(r"^max_steps\s*=\s*(\d+)", path.read_text(encoding="utf8"), re.M) if path.exists() else None
+    return int(match.group(1)) if match else None
+
+
 def encoder_row(results_dir: Path, run: EncoderRun) -> Dict:
     """A run's row: its scores, speed and training cost where their files exist, `missing` the others."""
     found = {what: read_json(results_dir / name) for what, name in run.files.items()}
@@ -82,6 +90,10 @@ def encoder_row(results_dir: Path, run: EncoderRun) -> Dict:
         "test": split_scores(found["test"]),
         "words_per_s": speed.get("median_words_per_second", {}).get("b_pairatt"),
         "b_over_a": speed.get("ratio_b_over_a"),
+        # a run stopped early (its cost file says where) was scored at that step's checkpoint
+        "steps": cost.get("stopped_at_step") or configured_steps(run.config),
+        "planned_steps": configured_steps(run.config),
+        "stopped_early": cost.get("why_stopped"),
         "training_wall_s": cost.get("wall_seconds"),
         "peak_rss_mb": cost.get("peak_rss_mb"),
         "files": {what: f"results/{name}" for what, name in run.files.items()},
@@ -136,7 +148,7 @@ def write_encoders_table(results_dir: Path, output_json: Path, output_md: Option
 
 # The table as markdown (results/encoders.md, and docs/encoders.md's generated block).
 COLUMNS = (
-    "encoder", "config", "attention", "dev UAS", "dev LAS", "test UAS", "test LAS", "words/s", "b/a",
+    "encoder", "config", "attention", "steps", "dev UAS", "dev LAS", "test UAS", "test LAS", "words/s", "b/a",
     "training (min)", "peak RSS (MB)",
 )  # fmt: skip
 
@@ -151,10 +163,11 @@ def row_cells(row: Dict) -> List[str]:
     head = [row["encoder"], config, "yes" if row["attention"] else "no"]
     if row["status"] == "not run":
         return head + ["not run"] + [""] * (len(COLUMNS) - len(head) - 1)
+    steps = number(row.get("steps"), "d") + ("*" if row.get("stopped_early") else "")
     scores = [number((row[split] or {}).get(metric), ".1f") for split in ("dev", "test") for metric in ("uas", "las")]
     wall = None if row["training_wall_s"] is None else row["training_wall_s"] / 60
     speed = [number(row["words_per_s"], ",.0f"), number(row["b_over_a"], ".2f")]
-    return head + scores + speed + [number(wall, ".0f"), number(row["peak_rss_mb"], ",.0f")]
+    return head + [steps] + scores + speed + [number(wall, ".0f"), number(row["peak_rss_mb"], ",.0f")]
 
 
 def comparison_line(row: Dict) -> str:
@@ -176,5 +189,12 @@ def encoders_markdown(table: Dict) -> str:
     """The rows as a markdown table, then each attention comparison."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row_cells(row)) + " |" for row in table["rows"]]
+    stopped = [
+        f"\\* {row['encoder']}, `{row['config'].rsplit('/', 1)[-1]}`: trained {row['steps']} of its "
+        f"{row['planned_steps']} steps and scored at that checkpoint ({row['stopped_early']})."
+        for row in table["rows"]
+        if row.get("stopped_early")
+    ]
     comparisons = [comparison_line(row) for row in table["rows"] if "ft_emb_vs_emb_att" in row]
-    return "\n".join(lines + ([""] + comparisons if comparisons else []))
+    notes = stopped + comparisons
+    return "\n".join(lines + ([""] + notes if notes else []))
