@@ -139,7 +139,7 @@ def test_frozen_mode_caches_and_trains_only_the_parser(tiny_mpnet_dir, ud_train_
 
 
 def test_the_mpnet_configs_are_minilms_with_another_encoder():
-    """The issue's comparison holds everything but the encoder (and, for ft:emb, attention) fixed."""
+    """The encoder comparison holds everything but the encoder (and, for ft:emb, attention) fixed."""
     minilm, mpnet, emb = (
         spacy.util.load_config(REPO / "configs" / name, interpolate=True)
         for name in ("parser_minilm.cfg", "parser_mpnet.cfg", "parser_mpnet_emb.cfg")
@@ -149,8 +149,8 @@ def test_the_mpnet_configs_are_minilms_with_another_encoder():
         assert transformer["name"] == config["paths"].pop("encoder") == "assets/all-mpnet-base-v2"
         transformer["name"] = minilm["components"]["transformer"]["model"]["name"]
     assert mpnet == minilm
-    assert emb["components"]["pairatt_parser"]["model"]["scorer"]["use_attention"] is False
+    assert emb["components"]["pairatt_parser"]["model"]["pair_scorer"]["use_attention"] is False
     assert emb["components"]["transformer"]["model"]["transformer_config"]["output_attentions"] is False
-    emb["components"]["pairatt_parser"]["model"]["scorer"]["use_attention"] = True
+    emb["components"]["pairatt_parser"]["model"]["pair_scorer"]["use_attention"] = True
     emb["components"]["transformer"]["model"]["transformer_config"]["output_attentions"] = True
     assert emb == minilm
