@@ -43,9 +43,17 @@ def dask_command(model, source, output, *options):
             "--dask-workers", "2", "--shard-size", str(SHARD_SIZE), "--no-progress", *options]  # fmt: skip
 
 
+def default_sigint():
+    """A terminal starts a command with SIGINT at its default; a child keeps an ignored one (and Python
+    then installs no KeyboardInterrupt), so what this test process inherited or was left with must not pass on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(command):
     """The command in a session of its own, as a terminal runs it: a Ctrl-C goes to the whole group."""
-    return subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+    return subprocess.Popen(
+        command, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True, preexec_fn=default_sigint
+    )
 
 
 def wait_for(condition, what):
