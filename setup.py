@@ -93,6 +93,7 @@ setup(
         ],
         "spacy_callbacks": [
             "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.integration.memory:make_training_heap_bound",
+            "spacy-pairatt.keep_config_settings.v1 = spacy_pairatt.integration.load_settings:make_keep_config_settings",
         ],
         "spacy_misc": [
             "spacy-pairatt.minilm_path.v1 = spacy_pairatt.integration.encoders:make_minilm_path",

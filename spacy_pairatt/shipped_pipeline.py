@@ -14,6 +14,7 @@ from spacy.cli.package import generate_readme
 from spacy.util import get_minor_version_range
 
 from .about import __version__
+from .integration.load_settings import KEEP_CONFIG_SETTINGS
 from .json_files import write_text
 
 EXAMPLE_TEXTS = [
@@ -117,6 +118,8 @@ def assemble_pipeline(
             nlp.add_pipe("senter", source=spacy.load(senter), first=True)
         else:
             nlp.add_pipe("sentencizer", first=True)
+    # a pipeline trained from an older config loads with its spaCy pipes keeping their settings too
+    nlp.config["nlp"]["after_pipeline_creation"] = dict(KEEP_CONFIG_SETTINGS)
     if "pairatt_release_attention" not in nlp.pipe_names:
         # Attention is read by the parser only; dropped after it (keep="float16" keeps word-level maps).
         nlp.add_pipe("pairatt_release_attention")

@@ -146,12 +146,25 @@ def test_two_worker_processes_under_start_methods_that_pickle(saved_pipelines):
 LOAD_TIME_SETTINGS = {
     "transformer": {"max_batch_items": 64},
     "pairatt_parser": {"decoder": "greedy", "loss_reduction": "mean", "confidence": "none", "head_candidates": 2},
+    # spaCy's own pipes, whose loading would put the saved cfg back (integration.load_settings)
+    "senter": {"overwrite": True},
+    "tagger": {"overwrite": True, "label_smoothing": 0.1, "neg_prefix": "~"},
+    "morphologizer": {"overwrite": False, "extend": True, "label_smoothing": 0.1},
+    "trainable_lemmatizer": {"overwrite": True, "top_k": 2, "backoff": None},
 }
 
 
 def running_setting(pipe, key):
     """What the pipe runs with: its cfg entry where it keeps one there, else its attribute."""
     return pipe.cfg[key] if key in getattr(pipe, "cfg", {}) else getattr(pipe, key)
+
+
+def tags_kept(nlp, tag: str) -> bool:
+    """Whether a Doc whose tags are all `tag` keeps them through the pipeline."""
+    doc = nlp.make_doc("Dogs bark at night.")
+    for token in doc:
+        token.tag_ = tag
+    return all(token.tag_ == tag for token in nlp(doc))
 
 
 def test_load_time_settings_are_what_the_pipes_run_with(saved_pipelines):
@@ -162,6 +175,7 @@ def test_load_time_settings_are_what_the_pipes_run_with(saved_pipelines):
             assert running_setting(saved.get_pipe(name), key) != value, (name, key)
             assert nlp.config["components"][name][key] == value
             assert running_setting(nlp.get_pipe(name), key) == value, (name, key)
+    assert tags_kept(saved, "KEPT") and not tags_kept(nlp, "KEPT")  # overwrite=True is obeyed
 
     texts = ["The quick brown fox jumps over the lazy dog."] * 6
     group_sizes = {}

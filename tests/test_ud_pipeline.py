@@ -210,6 +210,8 @@ def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(traine
     assert f">{doc[1].pos_}</tspan>" in displacy.render(doc, style="dep")
     assemble_pipeline(str(trained_model), str(tmp_path / "no_sentence_scores"), str(accuracy))
     assert "sents_f" not in spacy.load(tmp_path / "no_sentence_scores").meta["performance"]
+    overridden = spacy.load(shipped, config={"components": {"tagger": {"overwrite": True}}})
+    assert overridden.get_pipe("tagger").cfg["overwrite"] is True  # not the saved False
 
 
 def test_the_converted_ewt_corpus_keeps_tags_morphology_and_lemmas():
