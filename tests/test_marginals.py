@@ -20,7 +20,8 @@ from spacy_pairatt.core.marginals import (
     root_first_to_diagonal,
     tree_marginals_with_log_partition,
 )
-from spacy_pairatt.core.objectives import NEG_INF, biaffine_loss, gold_tree_rows, tree_crf_arc_loss
+from spacy_pairatt.core.layout import NEG_INF
+from spacy_pairatt.core.objectives import biaffine_loss, gold_tree_rows, tree_crf_arc_loss
 
 
 def single_root_trees(n: int) -> np.ndarray:

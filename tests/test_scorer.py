@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from spacy_pairatt.core.alignment import DocAlignments, Groups
-from spacy_pairatt.core.objectives import arc_log_scores, best_labels, biaffine_loss, candidate_mask, paper_loss
+from spacy_pairatt.core.layout import candidate_mask
+from spacy_pairatt.core.objectives import arc_log_scores, best_labels, biaffine_loss, paper_loss
 from spacy_pairatt.core.pooling import WordAttention
 from spacy_pairatt.integration.features import WindowBatch, chunk_batch
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from scipy.special import logsumexp
 
-from .objectives import NEG_INF
+from .layout import NEG_INF
 
 ArrayLike = Union[np.ndarray, torch.Tensor]
 LOG_FLOOR = 500.0

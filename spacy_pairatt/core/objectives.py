@@ -10,16 +10,9 @@ from typing import Optional, Tuple
 import numpy as np
 from scipy.special import expit, log_softmax, logsumexp, softmax
 
-NEG_INF = -1e9
+from .layout import NEG_INF, candidate_mask
+
 ARC_OBJECTIVES = ("local", "tree_crf")
-
-
-def candidate_mask(mask: np.ndarray) -> np.ndarray:
-    """(B, N, N) True where unit j may head word i: both real, i is a word, j != i."""
-    n = mask.shape[1]
-    valid = (mask[:, :, None] > 0) & (mask[:, None, :] > 0) & ~np.eye(n, dtype=bool)
-    valid[:, 0, :] = False
-    return valid
 
 
 def arc_log_scores(scores: np.ndarray, mask: np.ndarray, mode: str) -> np.ndarray:
