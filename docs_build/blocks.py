@@ -1,39 +1,71 @@
-"""The figures of the generated blocks: each renderer turns the results files into markdown that ends in a
-blank line, or "" where its files are not there yet; docs_tables.BLOCKS adds each block's source note.
-Figures are rounded once, here, when printed."""
+"""The figures of the generated blocks, each a `Block`: its renderer turns results files into markdown that
+ends in a blank line, or "" where its files are not there yet, with its prose in templates/blocks.md; the
+block adds the source note. Figures are rounded once, when printed."""
 
+import json
+import re
+import shlex
+from functools import cached_property
 from importlib.util import module_from_spec, spec_from_file_location
-from typing import Dict, Iterable, List, Optional, Sequence
+from pathlib import Path
+from string import Formatter
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
 
 from .results import Results, Sources, speed_days_note
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
-    """A markdown table, without the blank line after it."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+class Figures(Formatter):
+    """`str.format` with `!p`, a fraction in points (100 times it); None prints as "–"."""
+
+    def convert_field(self, value, conversion):
+        return 100 * value if conversion == "p" and value is not None else super().convert_field(value, conversion)
+
+    def format_field(self, value, format_spec: str) -> str:
+        return "–" if value is None else super().format_field(value, format_spec)
+
+
+FIGURES = Figures()
+
+
+class Prose:
+    """The named pieces of prose in templates/FILE, each from a `<!-- name -->` line to the next, with `FIGURES`
+    fields: its lines are joined with spaces, as markdown joins them, where a line ending in a backslash (a
+    hard break) keeps its line break."""
+
+    def __init__(self, file: str):
+        self.path = Path(__file__).parent / "templates" / file
+
+    @cached_property
+    def pieces(self) -> Dict[str, str]:
+        parts = re.split(r"^<!-- ([\w-]+) -->\n", self.path.read_text(encoding="utf8"), flags=re.M)[1:]
+        texts = (re.sub(r"(?<![\n\\])\n(?!\n)", " ", text.rstrip()).replace("\\\n", "\n") for text in parts[1::2])
+        return dict(zip(parts[::2], texts))
+
+    def __call__(self, piece: str, /, **fields) -> str:
+        return FIGURES.format(self.pieces[piece], **fields)
+
+
+PROSE = Prose("blocks.md")
+
+
+def table(columns: Union[Sequence[str], Mapping[str, str]], rows: Iterable) -> str:
+    """A markdown table, without the blank line after it: `columns` are the headers and each row its cells, or
+    `columns` maps each header to the format of its cells (`FIGURES` fields of each row, a mapping)."""
+    if isinstance(columns, Mapping):
+        rows = [[FIGURES.format(cell, **row) for cell in columns.values()] for row in rows]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
 
 
-def config_value(root, path: str, keys: str, overrides: Optional[Dict] = None, interpolate: bool = False):
-    """A setting (dotted `keys`) of the config at `path` in the checkout `root`, read as spaCy's
-    `load_config` does (by confection, which spaCy uses: no spaCy import)."""
-    from confection import Config
-
-    config = Config().from_disk(root / path, overrides=overrides or {}, interpolate=interpolate)
-    for key in keys.split("."):
-        config = config[key]
-    return config
+def verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
 
 
-def sweep_setting(root, path: str, keys: str):
-    """A setting a sweep recorded, in the config as it is now: sweeps made before the model's pair scorer was
-    renamed (`model.scorer` to `model.pair_scorer`) name it by the old key."""
-    try:
-        return config_value(root, path, keys)
-    except KeyError:
-        return config_value(root, path, keys.replace(".model.scorer.", ".model.pair_scorer."))
+def paths(rows: Sequence[Sequence]) -> Sources:
+    """(path, kind): the last two fields of each row."""
+    return [tuple(row[-2:]) for row in rows]
 
 
 def bench_module(results: Results, name: str = "table"):
@@ -52,9 +84,45 @@ def subsection(lines: Sequence[str]) -> str:
     return "\n".join("#" + line if line.startswith("## ") else line for line in lines)
 
 
-def paths(rows: Sequence[Sequence]) -> Sources:
-    """(path, kind): the last two fields of each row."""
-    return [tuple(row[-2:]) for row in rows]
+def config_value(root, path: str, keys: str, overrides: Optional[Dict] = None, interpolate: bool = False):
+    """A setting (dotted `keys`) of the config at `path` in the checkout `root`, read as spaCy's `load_config`
+    does (by confection, which spaCy uses: no spaCy import)."""
+    from confection import Config
+
+    config = Config().from_disk(root / path, overrides=overrides or {}, interpolate=interpolate)
+    for key in keys.split("."):
+        config = config[key]
+    return config
+
+
+def json_value(text: str):
+    """A command-line value as JSON where it parses, else the text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def training_cost(results: Results, path: str, **fields) -> Optional[Dict]:
+    """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG [--section.key
+    value ...]` it ran (its config as it is now, with the command's overrides), its minutes and seconds a step."""
+    cost = results.json(path)
+    if cost is None:
+        return None
+    args = shlex.split(cost["command"])
+    overrides = {name[2:]: json_value(v) for name, v in zip(args, args[1:]) if name.startswith("--") and "." in name}
+    steps = int(config_value(results.root, args[args.index("train") + 1], "training.max_steps", overrides, True))
+    minutes, per_step = cost["wall_seconds"] / 60, cost["wall_seconds"] / steps
+    return {**cost, **fields, "steps": steps, "minutes": minutes, "per_step": per_step}
+
+
+def sweep_setting(root, path: str, keys: str):
+    """A setting a sweep recorded, in the config as it is now: sweeps made before the model's pair scorer was
+    renamed (`model.scorer` to `model.pair_scorer`) name it by the old key."""
+    try:
+        return config_value(root, path, keys)
+    except KeyError:
+        return config_value(root, path, keys.replace(".model.scorer.", ".model.pair_scorer."))
 
 
 # The evaluation tables: (model, split, evaluate's output, result kind).
@@ -82,8 +150,11 @@ def evaluation_table(rows):
     return render
 
 
+TOKENIZER_FILE = "results/tokenizer_ewt.json"
+
+
 def tokenizer_block(results: Results) -> str:
-    result = results.json("results/tokenizer_ewt.json")
+    result = results.json(TOKENIZER_FILE)
     return tokenizer_tables(result) + "\n" if result else ""
 
 
@@ -113,7 +184,7 @@ def relations_block(results: Results) -> str:
         if None not in scores:
             measured.append(f"{label} {100 * (scores[0] - scores[1]):+.1f}")
     text = relations_table(rows) + "\n" if rows else ""
-    return text + ("emb+att minus emb (points): " + "; ".join(measured) + ".\n\n" if measured else "")
+    return text + (PROSE("feature-gaps", gaps="; ".join(measured)) + "\n\n" if measured else "")
 
 
 BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
@@ -143,44 +214,23 @@ TRAINING_COST_FILES = (
     ("transition parser (`configs/transition_minilm.cfg`)", "results/train_transition_cost.json", "transition"),
 )
 TRAINING_PEAK_RSS_BAR_MB = 4096
-
-
-def trained_steps(command: str, root) -> int:
-    """`training.max_steps` of a `spacy train CONFIG [--section.key value ...]` command run in the checkout
-    `root`: its config as it is there, with the command's overrides (JSON values where they parse)."""
-    import json
-    import shlex
-
-    def value(text: str):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            return text
-
-    args = shlex.split(command)
-    overrides = {name[2:]: value(v) for name, v in zip(args, args[1:]) if name.startswith("--") and "." in name}
-    return int(config_value(root, args[args.index("train") + 1], "training.max_steps", overrides, True))
+TRAINING_COST_COLUMNS = {
+    "training": "{what}", "steps": "{steps}", "wall (min)": "{minutes:.1f}", "s/step": "{per_step:.2f}",
+    "CPU (s)": "{cpu_seconds:,.0f}", "peak RSS (MB)": "{peak_rss_mb:,.0f}",
+}  # fmt: skip
 
 
 def training_cost_block(results: Results) -> str:
     """Steps, wall and CPU time and peak RSS of training each parser `compare` trains."""
-    runs = [(what, results.json(path)) for what, path, _ in TRAINING_COST_FILES if results.json(path)]
-    rows = []
-    for what, cost in runs:
-        steps = trained_steps(cost["command"], results.root)
-        rows.append(
-            (what, steps, f"{cost['wall_seconds'] / 60:.1f}", f"{cost['wall_seconds'] / steps:.2f}",
-             f"{cost['cpu_seconds']:,.0f}", f"{cost['peak_rss_mb']:,.0f}")
-        )  # fmt: skip
-    text = table(("training", "steps", "wall (min)", "s/step", "CPU (s)", "peak RSS (MB)"), rows) + "\n"
+    runs = [training_cost(results, path, what=what) for what, path, _ in TRAINING_COST_FILES]
+    runs = [run for run in runs if run is not None]
+    text = table(TRAINING_COST_COLUMNS, runs) + "\n"
     pairatt = results.json(TRAINING_COST_FILES[0][1])
     if pairatt is not None:
-        met = "met" if pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB else "**not met**"
-        text += (
-            f"\nPeak RSS of the pairatt_parser training, target ≤ {TRAINING_PEAK_RSS_BAR_MB:,} MB: "
-            f"{pairatt['peak_rss_mb']:,.0f} MB, {met}. Commands as run: "
-            + "; ".join(f"`{cost['command']}`" for _, cost in runs) + "\n"
-        )  # fmt: skip
+        commands = "; ".join(f"`{run['command']}`" for run in runs)
+        met = verdict(pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB)
+        text += "\n" + PROSE("training-rss", bar=TRAINING_PEAK_RSS_BAR_MB, run=pairatt, met=met, commands=commands)
+        text += "\n"
     return text + "\n"
 
 
@@ -198,34 +248,20 @@ def gpu_block(results: Results) -> str:
     cost, test, speed = (results.json(path) for path, _ in GPU_FILES)
     parts = []
     if speed is not None:
-        machine, run = speed["machine"], speed["provenance"]
-        parts.append(
-            f"Device: {machine['gpu'] or 'no GPU'}, {run['cores']} CPU cores; torch {run['versions']['torch']}."
-        )
+        parts.append(PROSE("gpu-device", gpu=speed["machine"]["gpu"] or "no GPU", run=speed["provenance"]))
     if cost is not None:
         steps = (test or {}).get("model_config", {}).get("max_steps")  # patience = 0: no early stop
         per_step = (f"{steps} steps in ", f", {cost['wall_seconds'] / steps:.2f} s/step") if steps else ("", "")
-        parts.append(
-            f"Training (`{cost['command']}`): {per_step[0]}{cost['wall_seconds']:,.0f} s{per_step[1]} (wall "
-            f"time: loading, initialisation and the dev evaluations included); peak RSS {cost['peak_rss_mb']:,.0f} "
-            f"MB; peak GPU memory in use {cost['gpu_peak_used_mb']:,} MiB (nvidia-smi, all processes; "
-            f"{cost['gpu_used_mb_before']:,} MiB before). Its log: `results/gpu/train_pairatt.log`."
-        )
+        parts.append(PROSE("gpu-training", cost=cost, steps=per_step[0], per_step=per_step[1]))
     if test is not None:
-        scores = test["scores"]
-        parts.append(
-            f"That model on EWT test, one gold sentence per Doc: UAS {percent(scores['dep_uas'])}, LAS "
-            f"{percent(scores['dep_las'])}; a single run (seed {test['model_config']['seed']}) on a GPU, "
-            "compared against nothing."
-        )
+        parts.append(PROSE("gpu-test", scores=test["scores"], seed=test["model_config"]["seed"]))
     bench = bench_module(results)
     if speed is not None and bench is not None:
         lines = bench.speed_lines(speed)  # without its heading and the cProfile stages (misleading on a GPU)
         lines = lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
-        allocated = speed["machine"].get("gpu_peak_allocated_mb")
-        if allocated is not None:
-            lines += ["", f"Peak GPU memory torch allocated over the whole bench: {allocated:,.0f} MiB."]
-        parts.append("\n".join(lines) + f"\n\nBench as run: `{speed['provenance']['command']}`.")
+        if speed["machine"].get("gpu_peak_allocated_mb") is not None:
+            lines += ["", PROSE("gpu-allocated", machine=speed["machine"])]
+        parts.append("\n".join(lines) + "\n\n" + PROSE("gpu-bench", run=speed["provenance"]))
     return "\n\n".join(parts) + "\n\n" if parts else ""
 
 
@@ -244,12 +280,9 @@ def width_sweep_block(results: Results) -> str:
     best = {run["value"]: run["best"] for run in record["runs"]}
     for value in [value for value in best if value != own] if own in best else []:
         uas, las = (best[value][score] - best[own][score] for score in ("dep_uas", "dep_las"))
-        lines.append(
-            f"\n{names} {value} against the config's {own}, model-best on dev (one seed): "
-            f"UAS {uas:+.2f}, LAS {las:+.2f}."
-        )
+        lines.append("\n" + PROSE("width-against", names=names, value=value, own=own, uas=uas, las=las))
     commands = "; ".join(f"`{command}`" for command in record["commands"].values())
-    return "\n".join(lines + [f"\nDevice: {record['device']}. Trainings as run: {commands}."]) + "\n\n"
+    return "\n".join(lines + ["\n" + PROSE("width-device", record=record, commands=commands)]) + "\n\n"
 
 
 def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List:
@@ -259,6 +292,11 @@ def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> Li
         for folder in folders
         for path in sorted((results.root / "results" / folder).glob(pattern))
     ]
+
+
+def ablation_sources(results: Results) -> Sources:
+    """Each ablation row's test scores (the files the table is made of), in every results folder."""
+    return ablation_files(results, ("ablation", "ablation_seed1", "ablation_seed2"), "*/*_test.json")
 
 
 def ablation_block(results: Results) -> str:
@@ -279,7 +317,7 @@ def ablation_block(results: Results) -> str:
         for entry in found["orderings"]
         for metric in ("uas", "las")
     ]  # fmt: skip
-    parts.append("### Orderings (test, difference in points, paired bootstrap over test sentences)\n")
+    parts.append(PROSE("orderings") + "\n")
     parts.append(table(("claim", "comparison", "metric", "paper", *names), rows) + "\n")
     if found.get("seed_spread"):
         parts.append(seed_spread_markdown(found["seed_spread"]).replace("## ", "### ", 1))
@@ -294,93 +332,75 @@ LR_FILES = tuple(
 
 def ablation_learning_rate_block(results: Results) -> str:
     """The feature-based rows at the fine-tuned rows' learning rate, the reason for theirs."""
-    scores = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path, _ in LR_FILES]
-    if None in scores:
-        return ""
-    return (
-        f"At 1e-4 the feature-based rows were far from converged after 800 steps: PTB dev UAS {percent(scores[0])} "
-        f"(fea:emb) and {percent(scores[1])} (fea:emb+att), test {percent(scores[2])} and {percent(scores[3])}, "
-        f"the loss still falling (`{LR_FOLDER}/`).\n\n"
-    )
+    uas = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path, _ in LR_FILES]
+    return "" if None in uas else PROSE("ablation-lr", uas=uas, folder=LR_FOLDER) + "\n\n"
 
 
 ABLATION_TRAININGS = {"EWT": "ablation/ewt", "PTB": "ablation/ptb"}
 
 
+def ablation_training_sources(results: Results) -> Sources:
+    return ablation_files(results, list(ABLATION_TRAININGS.values()), "*_train.json")
+
+
 def ablation_cost_block(results: Results) -> str:
     """What the Table 1 trainings took, summed from each row's training record."""
-    seconds = {
-        name: {path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"]
-               for path, _ in ablation_files(results, [folder], "*_train.json")}
-        for name, folder in ABLATION_TRAININGS.items()
-    }  # fmt: skip
-    parts = [
-        f"{sum(rows.values()):,.0f} s on {name} ("
-        + ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
-        + f"; transition {rows.get('transition', 0):,.0f} s)"
-        for name, rows in seconds.items()
-        if rows
-    ]
-    if not parts:
-        return ""
-    total = sum(sum(rows.values()) for rows in seconds.values())
-    return (
-        "Measured: the `spacy train` processes of all rows took " + " and ".join(parts) + f", {total / 3600:.1f} "
-        "hours in all, before the masked-LM adaptations and the dev and test scoring of each row.\n\n"
-    )
+    parts, total = [], 0
+    for name, folder in ABLATION_TRAININGS.items():
+        rows = {
+            path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"]
+            for path, _ in ablation_files(results, [folder], "*_train.json")
+        }
+        if rows:
+            fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
+            seconds = sum(rows.values())
+            transition = rows.get("transition", 0)
+            parts.append(
+                PROSE("ablation-cost-dataset", name=name, seconds=seconds, ft=fine_tuned, transition=transition)
+            )
+            total += seconds
+    return PROSE("ablation-cost", datasets=" and ".join(parts), hours=total / 3600) + "\n\n" if parts else ""
+
+
+PROBE_FILE = "results/probe.json"
 
 
 def probe_block(results: Results) -> str:
     """The probe's UAS and importance summary."""
-    probe = results.json("results/probe.json")
+    probe = results.json(PROBE_FILE)
     if probe is None:
         return ""
-    data, probes = probe["data"], probe["probes"]
-    both = probes["both"]["importance"]
+    both = probe["probes"]["both"]["importance"]
     top = both["top_attention"][0] if both["top_attention"] else None
-    first = (
-        f", the first being `{top['feature']}` ({top['direction']}, {100 * top['gain_share']:.0f}% of the gain)."
-        if top
-        else "."
-    )
-    return (
-        f"On {data['train']['sentences']:,} EWT train sentences ({data['train']['pairs']:,} pairs) and "
-        f"{data['eval']['sentences']:,} dev sentences ({data['eval']['words']:,} words), eval UAS: "
-        + ", ".join(f"{name} {percent(p['uas'])}" for name, p in probes.items())
-        + f". {both['top_k_attention']} of the combined probe's {both['top_k']} most important features are "
-        f"attention weights (the paper: all {both['top_k']}); attention features carry "
-        f"{100 * both['attention_gain_share']:.0f}% of the gain{first}\n\n"
-    )
+    uas = ", ".join(f"{name} {percent(p['uas'])}" for name, p in probe["probes"].items())
+    first = PROSE("probe-first", top=top) if top else "."
+    return PROSE("probe", data=probe["data"], uas=uas, both=both, first=first) + "\n\n"
 
 
-CALIBRATION_COLUMNS = (
-    "split", "temperatures", "head_prob ECE", "mean head_prob", "head accuracy", "dep_prob ECE", "mean dep_prob",
-    "label accuracy (right arcs)", "error sentences in the least confident 20%",
-)  # fmt: skip
-
-
-def calibration_row(report: Dict, split: str, when: str) -> List[str]:
-    values = report[f"{split}_{when}"]
-    recall = values["sentence_error_recall_at_20pct"]
-    temperatures = "1, 1" if when == "before" else f"{report['arc_temperature']:.2f}, {report['label_temperature']:.2f}"
-    return [
-        split, temperatures, f"{values['head_prob_ece']:.4f}", f"{100 * values['mean_head_prob']:.1f}",
-        f"{100 * values['head_accuracy']:.1f}", f"{values['dep_prob_ece']:.4f}", f"{100 * values['mean_dep_prob']:.1f}",
-        f"{100 * values['label_accuracy_on_right_arcs']:.1f}",
-        f"{100 * recall['recall']:.1f}% of {recall['n_with_error']:,} (at most {100 * recall['best_possible']:.1f}%)",
-    ]  # fmt: skip
+CALIBRATION_FILE = "results/calibration.json"
+CALIBRATION_COLUMNS = {
+    "split": "{split}", "temperatures": "{temperatures}", "head_prob ECE": "{head_prob_ece:.4f}",
+    "mean head_prob": "{mean_head_prob!p:.1f}", "head accuracy": "{head_accuracy!p:.1f}",
+    "dep_prob ECE": "{dep_prob_ece:.4f}", "mean dep_prob": "{mean_dep_prob!p:.1f}",
+    "label accuracy (right arcs)": "{label_accuracy_on_right_arcs!p:.1f}",
+    "error sentences in the least confident 20%":
+        "{recall!p:.1f}% of {n_with_error:,} (at most {best_possible!p:.1f}%)",
+}  # fmt: skip
 
 
 def calibration_block(results: Results) -> str:
     """ECE and error recall on dev and test, before and after the temperatures fitted on dev (`calibrate`)."""
-    report = results.json("results/calibration.json")
+    report = results.json(CALIBRATION_FILE)
     if report is None:
         return ""
-    rows = [calibration_row(report, split, when) for split in ("dev", "test") for when in ("before", "after")]
-    return (
-        table(CALIBRATION_COLUMNS, rows)
-        + f"\n\nModel: `{report['model']}`; {report['n_bins']} equal-width bins; temperatures: arcs, labels.\n\n"
-    )
+    fitted = f"{report['arc_temperature']:.2f}, {report['label_temperature']:.2f}"
+    rows = []
+    for split in ("dev", "test"):
+        for when, temperatures in (("before", "1, 1"), ("after", fitted)):
+            values = report[f"{split}_{when}"]
+            recall = values["sentence_error_recall_at_20pct"]
+            rows.append({**values, **recall, "split": split, "temperatures": temperatures})
+    return table(CALIBRATION_COLUMNS, rows) + "\n\n" + PROSE("calibration", report=report) + "\n\n"
 
 
 CONFIDENCE_RATIOS = {
@@ -392,28 +412,30 @@ CONFIDENCE_RATIOS = {
 
 def confidence_cost_block(results: Results) -> str:
     """Words/s relative to the transformer alone (b/a) with each `confidence` setting, one interleaved run."""
-    inference = (results.json("results/bench_speed.json") or {}).get("inference", {})
+    inference = (results.json(BENCH_FILES[0][0]) or {}).get("inference", {})
     if CONFIDENCE_RATIOS["none"] not in inference:
-        return "Not measured yet with the confidence settings.\n\n"
-    return (
-        table(("confidence", "b/a"), [(name, f"{inference[key]:.3f}") for name, key in CONFIDENCE_RATIOS.items()])
-        + "\n\n"
-    )
+        return PROSE("confidence-not-measured") + "\n\n"
+    rows = [(name, f"{inference[key]:.3f}") for name, key in CONFIDENCE_RATIOS.items()]
+    return table(("confidence", "b/a"), rows) + "\n\n"
 
 
 OBJECTIVE_FILES = (
     ("local", "results/pairatt_dev.json", "parser"),
     ("tree_crf", "results/pairatt_treecrf_dev.json", "parser"),
 )
+OBJECTIVE_COLUMNS = {
+    "arc_objective": "{name}",
+    "dev UAS": "{result[scores][dep_uas]!p:.2f}",
+    "dev LAS": "{result[scores][dep_las]!p:.2f}",
+}
 
 
 def arc_objectives_block(results: Results) -> str:
     """Dev UAS/LAS (no punctuation) of the two arc objectives trained on the same config, budget and seed."""
-    found = [(name, results.json(path)) for name, path, _ in OBJECTIVE_FILES]
-    if any(result is None for _, result in found):
+    found = [{"name": name, "result": results.json(path)} for name, path, _ in OBJECTIVE_FILES]
+    if any(row["result"] is None for row in found):
         return ""
-    rows = [(name, *(f"{100 * result['scores'][key]:.2f}" for key in ("dep_uas", "dep_las"))) for name, result in found]
-    return table(("arc_objective", "dev UAS", "dev LAS"), rows) + "\n\n"
+    return table(OBJECTIVE_COLUMNS, found) + "\n\n"
 
 
 ENCODERS_FILE = "results/encoders.json"
@@ -455,28 +477,21 @@ def requirements_block(results: Results) -> str:
     """Disk (results/footprint.json) and the wall time and peak RSS of the `all` workflow's trainings, so that a
     user can tell whether the machine fits."""
     lines = []
-    footprint = results.json("results/footprint.json")
+    footprint = results.json(REQUIREMENTS_FILES[0][0])
     if footprint is not None:
         folders = footprint["folder_bytes"]
         model, data = folders.get("training/pairatt/model-best"), folders.get("assets", 0) + folders.get("corpus", 0)
-        lines.append(
-            f"- Disk: {footprint['stack_bytes'] / 1e9:.1f} GB for the installed Python stack with torch's CPU build"
-            + (f", {model / 1e6:,.0f} MB per trained pipeline (the workflow keeps several)" if model else "")
-            + (f" and {data / 1e6:,.0f} MB of data and corpora" if data else "")
-            + "."
-        )
-    measured = [(what, results.json(path)) for what, path, _ in ALL_WORKFLOW_TRAININGS if results.json(path)]
+        model = PROSE("disk-model", mb=model / 1e6) if model else ""
+        data = PROSE("disk-data", mb=data / 1e6) if data else ""
+        lines.append(PROSE("disk", gb=footprint["stack_bytes"] / 1e9, model=model, data=data))
+    measured = [(what, cost) for what, path, _ in ALL_WORKFLOW_TRAININGS if (cost := results.json(path))]
     if measured:
         each = "; ".join(
-            f"{what} {cost['wall_seconds'] / 60:.0f} min, {cost['peak_rss_mb'] / 1000:.1f} GB"
+            PROSE("time-training", what=what, minutes=cost["wall_seconds"] / 60, gb=cost["peak_rss_mb"] / 1000)
             for what, cost in measured
         )
-        total = sum(cost["wall_seconds"] for _, cost in measured) / 60
         cores = {cost["provenance"].get("cores") for _, cost in measured} - {None}
         where = f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU"
-        lines.append(
-            f"- Time and memory on {where}, the `all` workflow's trainings (wall time, peak RSS): {each}; "
-            f"{total:.0f} min in all, before evaluation, the small CNN senter and packaging. A machine with less "
-            f"memory than the largest of these swaps or stops there."
-        )
+        minutes = sum(cost["wall_seconds"] for _, cost in measured) / 60
+        lines.append(PROSE("time", where=where, each=each, minutes=minutes))
     return "\n".join(lines) + "\n\n" if lines else ""

@@ -1,17 +1,19 @@
 """Where a generated block's figures come from: the results files behind it, when each was made (its
 provenance's date, else the date git committed it, with "no provenance recorded"), and **stale** when a
-change of the code listed in code_changes.json (kept by hand) came after."""
+change of the code listed in code_changes.json (kept by hand) came after. A `Block` ends its figures with
+that note."""
 
 import json
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, FrozenSet, Optional, Sequence, Tuple
+from typing import Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union
 
 from spacy_pairatt.json_files import read_json
 
 Sources = Sequence[Tuple[str, str]]  # (path relative to the checkout, result kind)
+PROJECT = "python -m spacy project run "
 
 
 @dataclass(frozen=True)
@@ -138,3 +140,19 @@ def speed_days_note(results: Results, sources: Sources) -> str:
         f"*words/s compare only between rows made on the same day (these: {', '.join(days)}); "
         "interleaved timings: results/bench.md.*\n\n"
     )
+
+
+@dataclass(frozen=True)
+class Block:
+    """A generated block: its figures, then where they come from (`source_note`)."""
+
+    render: Callable[[Results], str]  # its figures, ending in a blank line; "" where its files are missing
+    sources: Union[Sources, Callable[[Results], Sources]] = ()  # (results file, result kind)
+    command: Optional[str] = None  # what makes the sources again (a project command's name, or a command line)
+
+    def __call__(self, results: Results) -> str:
+        if self.command is None:  # a block without a source note
+            return self.render(results)
+        sources = self.sources(results) if callable(self.sources) else self.sources
+        command = self.command if self.command.startswith("python ") else PROJECT + self.command
+        return self.render(results) + source_note(results, sources, command)

@@ -1,11 +1,13 @@
 """The UD pipeline's blocks (docs/ud_pipeline.md): its CoNLL 2018 scores beside published ones, its targets,
-its speed over its own parser and its training cost, its errors, and what the UD tokenizer rules give."""
+its speed over its own parser and its training cost, its errors, and what the UD tokenizer rules give; their
+prose in templates/ud_blocks.md."""
 
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
 
-from .blocks import table, trained_steps
+from .blocks import Prose, table, training_cost, verdict
 from .results import Results
 
+PROSE = Prose("ud_blocks.md")
 UD_KIND = "ud_pipeline"  # the result kind (results.RESULT_KINDS) of the UD pipeline's files
 
 
@@ -42,6 +44,7 @@ UD_PIPELINE_FILES = tuple(
     (path, UD_KIND if "ud_pipeline" in path else "parser")
     for path in [row[-1] for row in UD_PIPELINE_ROWS] + list(UD_BAR_FILES) + [path for _, path in UD_TRAINING_COSTS]
 )
+UD_ERRORS_FILES = [(ud_pipeline_file("dev", "raw_text"), UD_KIND)]
 
 
 def against_bar(value: float, bar: float) -> str:
@@ -59,17 +62,17 @@ def ud_pipeline_block(results: Results) -> str:
     published = (results.json(PUBLISHED_UD_FILE) or {}).get("rows", [])
     rows += [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
     cells = [(system, data, *(f"{s[m]:.2f}" if m in s else "–" for m in METRICS)) for system, data, s in rows]
-    text = table(("system", "data", *METRICS), cells) + "\n\n" + ud_pipeline_bars(results)
+    text = table(("system", "data", *METRICS), cells) + "\n\n" + ud_pipeline_targets(results)
     cited = {}  # source -> where it was read, each once, in row order
     for row in published:
         cited.setdefault(row["source"], []).append(row["read_in"])
     sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
     if sources:
-        text += f"\nPublished rows (`{PUBLISHED_UD_FILE}`), copied, not measured here: {sources}.\n"
+        text += "\n" + PROSE("published", path=PUBLISHED_UD_FILE, sources=sources) + "\n"
     return text + "\n"
 
 
-def ud_pipeline_bars(results: Results) -> str:
+def ud_pipeline_targets(results: Results) -> str:
     """The targets, each from exact scores, or 'not measured yet' where a file is missing; speed and training."""
     pipeline, alone, docs, parser_only = (results.json(path) for path in UD_BAR_FILES)
     test_gold = results.json(ud_pipeline_file("test", "gold_tokens"))
@@ -81,7 +84,7 @@ def ud_pipeline_bars(results: Results) -> str:
         return None if result is None else 100 * result["scores"][key]
 
     las_change = None if pipeline is None or alone is None else score(pipeline, "dep_las") - score(alone, "dep_las")
-    bars = (
+    targets = (
         ("UPOS, EWT test, gold tokens", f1(test_gold, "UPOS"), UPOS_BAR, "{:.2f}"),
         ("Lemmas, EWT test, gold tokens", f1(test_gold, "Lemmas"), LEMMAS_BAR, "{:.2f}"),
         ("sentence F, EWT dev Docs of 10 sentences", score(docs, "sents_f"), SENTENCE_F_BAR, "{:.2f}"),
@@ -90,32 +93,19 @@ def ud_pipeline_bars(results: Results) -> str:
     rows = [
         (name, fmt.format(bar), "–", "not measured yet")
         if value is None
-        else (name, fmt.format(bar), fmt.format(value), "met" if value >= bar else "**not met**")
-        for name, value, bar, fmt in bars
+        else (name, fmt.format(bar), fmt.format(value), verdict(value >= bar))
+        for name, value, bar, fmt in targets
     ]
-    cost = "not measured yet"
+    speed = "not measured yet"
     if pipeline is not None and parser_only is not None:
-        speeds = pipeline["words_per_second"], parser_only["words_per_second"]
-        cost = (
-            f"{speeds[0] / speeds[1]:.2f} times the words/s of its transformer and parser alone (`evaluate --without`, "
-            f"the same weights, one run each: {speeds[0]:,.0f} against {speeds[1]:,.0f} on EWT test)"
-        )
-    return (
-        table(("target", "at least", "measured", "verdict"), rows)
-        + f"\n\nSpeed of the whole pipeline: {cost}.\nTraining: {training_cost(results)}.\n"
-    )
-
-
-def training_cost(results: Results) -> str:
-    """Steps, wall time and peak RSS of each stage of the pipeline's training beside the parser alone's."""
-    runs = [(what, results.json(path)) for what, path in UD_TRAINING_COSTS]
-    if any(cost is None for _, cost in runs):
-        return "not measured yet"
-    return "; ".join(
-        f"{what} {trained_steps(cost['command'], results.root)} steps in {cost['wall_seconds'] / 60:.0f} min, "
-        f"peak RSS {cost['peak_rss_mb']:,.0f} MB (`{cost['command']}`)"
-        for what, cost in runs
-    )
+        pipeline_speed, alone_speed = pipeline["words_per_second"], parser_only["words_per_second"]
+        speed = PROSE("speed", ratio=pipeline_speed / alone_speed, pipeline=pipeline_speed, alone=alone_speed)
+    training = "not measured yet"
+    if all(results.json(path) is not None for _, path in UD_TRAINING_COSTS):
+        runs = [training_cost(results, path, what=what) for what, path in UD_TRAINING_COSTS]
+        training = "; ".join(PROSE("training", run=run) for run in runs)
+    text = table(("target", "at least", "measured", "verdict"), rows) + "\n\n"
+    return text + PROSE("speed-and-training", speed=speed, training=training) + "\n"
 
 
 def cell(text: str) -> str:
@@ -125,10 +115,10 @@ def cell(text: str) -> str:
 
 def ud_errors_block(results: Results, shown: int = 10) -> str:
     """Where the pipeline's lemmas and sentences go wrong on EWT dev from raw text (`ud-eval --errors`)."""
-    path = ud_pipeline_file("dev", "raw_text")
+    path = UD_ERRORS_FILES[0][0]
     errors = (results.json(path) or {}).get("errors")
     if errors is None:
-        return f"Not measured yet: `{path}` has no `errors` (`ud-eval --errors`).\n\n"
+        return PROSE("errors-not-measured", path=path) + "\n\n"
     lemmas, bounds = errors["lemmas"], errors["sentence_boundaries"]
     kinds = ", ".join(
         f"{kind.replace('_', ' ')} {count:,} ({100 * count / max(lemmas['wrong'], 1):.0f}%)"
@@ -144,14 +134,12 @@ def ud_errors_block(results: Results, shown: int = 10) -> str:
         for kind, found in ((kind, bounds[kind]) for kind in ("missed", "false"))
     ]  # fmt: skip
     return (
-        f"**Lemmas**: {lemmas['wrong']:,} wrong of {lemmas['scored']:,} aligned words with a gold lemma; "
-        f"by kind: {kinds}. Commonest:\n\n"
-        + table(("form", "gold lemma", "system lemma", "gold UPOS", "count"), commonest)
-        + f"\n\n**Sentence boundaries** (the end of the text aside): gold {bounds['gold']:,}, system "
-        f"{bounds['system']:,}.\n\n"
+        PROSE("lemma-errors", lemmas=lemmas, kinds=kinds) + "\n\n"
+        + table(("form", "gold lemma", "system lemma", "gold UPOS", "count"), commonest) + "\n\n"
+        + PROSE("boundary-errors", bounds=bounds) + "\n\n"
         + table(("boundary", "count", "next word capitalised", "commonest (word before, word after)"), boundaries)
         + "\n\n"
-    )
+    )  # fmt: skip
 
 
 TOKENIZER_EFFECT_ROWS = (
