@@ -1,4 +1,4 @@
-"""Memory benchmark (issues 4 and 47): peak RSS of nlp.pipe over 2,000 and 20,000 sentences.
+"""Memory benchmark: peak RSS of nlp.pipe over 2,000 and 20,000 sentences.
 
 Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_attention` after
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user

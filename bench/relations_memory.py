@@ -1,4 +1,4 @@
-"""Relation memory benchmark (issue 21, item 4): time and peak RSS growth of `pairatt_rel` on one Doc
+"""Relation memory benchmark: time and peak RSS growth of `pairatt_rel` on one Doc
 with many candidate entities.
 
 The issue's case: one Doc of 4-token sentences with one entity each, so every entity is alone in

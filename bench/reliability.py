@@ -1,4 +1,4 @@
-"""Reliability record (issue 21): a fuzz of `python -m spacy_pairatt parse` and of the other commands'
+"""Reliability record: a fuzz of `python -m spacy_pairatt parse` and of the other commands'
 file errors, counting hangs, tracebacks and lost documents; writes results/reliability.{json,md}.
 
     python bench/reliability.py --cases 3000 --seed 0
@@ -26,7 +26,7 @@ front, initialised, untrained (`--encoder tiny` swaps MiniLM for a 2-layer rando
 vocabulary: the same components, faster). `--ud-cases` run the same generators on the UD pipeline
 (configs/pipeline_minilm.cfg: its UD English tokenizer, senter, tagger, morphologizer, lemmatizer
 and parser, initialised on EWT sentences, untrained). `--dask-cases` run `parse --dask-workers` as
-fresh processes on either pipeline (issue 47): a good input (the shards, concatenated, hold every
+fresh processes on either pipeline: a good input (the shards, concatenated, hold every
 document; stderr holds only the command's own line), a line that is not UTF-8, an output directory
 that already holds shards, or an interrupt (SIGINT to the whole process group, as Ctrl-C sends it,
 or SIGTERM) while a task writes its shard, followed by the same command at once: one line on
@@ -940,7 +940,7 @@ def patched(runner: Runner):
 
 def markdown(result: Dict) -> str:
     lines = [
-        "# Reliability record (issues 21 and 47)",
+        "# Reliability record",
         "",
         f"`{result['provenance']['command']}` — seed {result['provenance']['seed']}, "
         f"commit {result['provenance']['code'].get('commit', '?')[:10]}"

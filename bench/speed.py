@@ -1,4 +1,4 @@
-"""Speed benchmark (issue 4): inference words/s, training step time, MST share of parse time.
+"""Speed benchmark: inference words/s, training step time, MST share of parse time.
 
 In one process, on the UD EWT test sentences (gold tokens, one sentence per Doc):
   (a) the transformer alone, (b) transformer + pairatt_parser (storing its confidence, the default;

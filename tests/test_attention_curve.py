@@ -1,4 +1,4 @@
-"""The attention curve (issue 17): subsets, budgets and run commands, reuse of earlier results, the
+"""The attention curve: subsets, budgets and run commands, reuse of earlier results, the
 table and picture from synthetic per-run JSON files, and one end-to-end run on the tiny random BERT."""
 
 import dataclasses

@@ -1,5 +1,5 @@
 """Settings checked at construction, the transformer output a component reads, and dev corpora
-checked before training (issue 21, "configs mean what they say")."""
+checked before training."""
 
 import numpy as np
 import pytest

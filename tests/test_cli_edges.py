@@ -1,4 +1,4 @@
-"""Issue 47, item 6: the command line's small edges, each a one-line error or the expected behaviour."""
+"""The command line's small edges, each a one-line error or the expected behaviour."""
 
 import io
 import multiprocessing

@@ -1,4 +1,4 @@
-"""`parse` on Dask (issue 47): an interrupt (Ctrl-C to the process group, SIGTERM) or an input error
+"""`parse` on Dask: an interrupt (Ctrl-C to the process group, SIGTERM) or an input error
 cancels the run, leaves no shard files, lets the same command run again at once, and prints one
 line; a good run prints only its own line (Dask's and the workers' logs need --verbose).
 

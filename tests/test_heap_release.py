@@ -1,4 +1,4 @@
-"""Flat memory while parsing (issue 47): the pair-scoring components hand glibc's free heap back to the
+"""Flat memory while parsing: the pair-scoring components hand glibc's free heap back to the
 system every so many parsed words (`components/memory.py`); results/bench_memory.json measures it."""
 
 import ctypes

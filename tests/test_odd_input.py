@@ -1,4 +1,4 @@
-"""Issue 47: the parser-only and the UD pipelines, built from their configs on a tiny random BERT
+"""The parser-only and the UD pipelines, built from their configs on a tiny random BERT
 (untrained), under empty, whitespace-only and odd Docs anywhere in a batch; pickled, and run in
 worker processes started by spawn and forkserver; and load-time config overrides that the pipes
 run with."""
@@ -193,7 +193,7 @@ def test_load_time_settings_are_what_the_pipes_run_with(saved_pipelines):
 
 
 def test_whitespace_is_no_word_in_the_conllu_of_either_pipeline(pipeline, tmp_path):
-    """Issue 47 item 4 on the pipelines built from the configs (their own tokenizer, senter and
+    """Whitespace the UD way on the pipelines built from the configs (their own tokenizer, senter and
     parser): leading, trailing and repeated spaces, tabs and no-break spaces are no words, and the
     output scores against a gold file of the same text (see test_ud_whitespace.py)."""
     from test_parse_faults import text_from_conllu

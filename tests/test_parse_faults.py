@@ -1,4 +1,4 @@
-"""`parse` under bad input and faults (issue 21): no hang, no lost or clobbered output, one-line errors,
+"""`parse` under bad input and faults: no hang, no lost or clobbered output, one-line errors,
 CoNLL-U that every reader reads for any text.
 
 A fast pipeline stands in for a trained one: spaCy's sentencizer and an initialized (untrained)

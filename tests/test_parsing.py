@@ -193,7 +193,7 @@ def test_two_processes_give_the_same_output(model_dir, dev_file, tmp_path):
 
 
 def test_two_processes_exit_after_an_input_error(model_dir, tmp_path):
-    """Issue 21: 200 good lines, then one that is not UTF-8; with 2 processes the command hung at exit."""
+    """200 good lines, then one that is not UTF-8; with 2 processes the command hung at exit."""
     source = tmp_path / "input.txt"
     source.write_bytes(("\n".join([TEXTS[3]] * 200) + "\n").encode() + b"Caf\xe9 here.\n")
     output = tmp_path / "out.conllu"

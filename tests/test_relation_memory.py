@@ -1,4 +1,4 @@
-"""pairatt_rel in bounded memory (issue 21, item 4): entities in separate windows cost memory in
+"""pairatt_rel in bounded memory: entities in separate windows cost memory in
 proportion to the entities, the scorer holds nothing larger than its own scores, and a Doc with
 more candidate pairs than `max_pairs_per_doc` is refused by name."""
 

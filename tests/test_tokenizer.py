@@ -235,7 +235,7 @@ def test_ud_tokenize_writes_to_stdout(tmp_path, capsys, monkeypatch):
 
 
 def test_upper_and_title_case_clitics_split_as_their_lower_case_forms():
-    """Issue 47: `DON'T`, `GONNA` and `Y'all'd've` get the words and multiword tokens of `don't`,
+    """`DON'T`, `GONNA` and `Y'all'd've` get the words and multiword tokens of `don't`,
     `gonna` and `y'all'd've`."""
     tokenizer = ud_english_tokenizer(spacy.blank("en").vocab)
     for text in ("DON'T", "GONNA", "Y'all'd've", "Y'ALL'D'VE", "WE'RE", "CAN'T"):

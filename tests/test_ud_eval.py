@@ -677,7 +677,7 @@ def test_error_analysis_finds_missed_and_false_sentence_boundaries():
 
 
 def test_a_form_with_a_space_inside_a_multiword_token_aligns_as_without_its_spaces():
-    """Issue 47: the official script drops spaces (Zs) from every FORM before aligning, so `New York`
+    """The official script drops spaces (Zs) from every FORM before aligning, so `New York`
     and `New\u00a0York` are the same word inside a multiword token's region."""
 
     def sentence(space: str) -> str:

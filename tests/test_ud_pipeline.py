@@ -1,4 +1,4 @@
-"""configs/pipeline_minilm.cfg (issue 18) trained for 2 steps on a tiny random BERT, and `parse`
+"""configs/pipeline_minilm.cfg trained for 2 steps on a tiny random BERT, and `parse`
 writing every CoNLL-U column that pipeline sets, scored with ud-eval from raw text and gold tokens.
 
 The tiny encoder and two steps only show that the config builds, trains and annotates: the scores

@@ -1,4 +1,4 @@
-"""Issue 47, item 4: whitespace the UD way. Spaces, tabs and no-break spaces at the ends of a line or
+"""Whitespace the UD way. Spaces, tabs and no-break spaces at the ends of a line or
 repeated are no words: CoNLL-U output keeps them in MISC (SpacesBefore, SpacesAfter), scores against
 a gold file of the same text, and reads back into the same text."""
 
