@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scipy.special import logsumexp
 
 from spacy_pairatt import tree_marginals
+from spacy_pairatt.core.layout import NEG_INF
 from spacy_pairatt.core.marginals import (
     _eliminated_log_det,
     _exact_marginals_with_log_det,
@@ -20,7 +21,6 @@ from spacy_pairatt.core.marginals import (
     root_first_to_diagonal,
     tree_marginals_with_log_partition,
 )
-from spacy_pairatt.core.layout import NEG_INF
 from spacy_pairatt.core.objectives import biaffine_loss, gold_tree_rows, tree_crf_arc_loss
 
 
