@@ -17,10 +17,15 @@ from .results import Results, Sources, speed_days_note
 
 
 class Figures(Formatter):
-    """`str.format` with `!p`, a fraction in points (100 times it); None prints as "–"."""
+    """`str.format` with a scale as conversion: `!p`, a fraction in points (100 times it), `!k`, `!M` and `!G`
+    in thousands, millions and billions (bytes in kB, MB, GB); None prints as "–"."""
+
+    DIVISORS = {"k": 1e3, "M": 1e6, "G": 1e9}
 
     def convert_field(self, value, conversion):
-        return 100 * value if conversion == "p" and value is not None else super().convert_field(value, conversion)
+        if value is None or conversion not in ("p", *self.DIVISORS):
+            return super().convert_field(value, conversion)
+        return 100 * value if conversion == "p" else value / self.DIVISORS[conversion]
 
     def format_field(self, value, format_spec: str) -> str:
         return "–" if value is None else super().format_field(value, format_spec)
@@ -57,6 +62,12 @@ def table(columns: Union[Sequence[str], Mapping[str, str]], rows: Iterable) -> s
         rows = [[FIGURES.format(cell, **row) for cell in columns.values()] for row in rows]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
+
+
+def paragraphs(*texts: str) -> str:
+    """The non-empty `texts` as markdown paragraphs, ending in a blank line ("" where all are empty)."""
+    texts = [text for text in texts if text]
+    return "\n\n".join(texts) + "\n\n" if texts else ""
 
 
 def verdict(met: bool) -> str:
@@ -481,14 +492,13 @@ def requirements_block(results: Results) -> str:
     if footprint is not None:
         folders = footprint["folder_bytes"]
         model, data = folders.get("training/pairatt/model-best"), folders.get("assets", 0) + folders.get("corpus", 0)
-        model = PROSE("disk-model", mb=model / 1e6) if model else ""
-        data = PROSE("disk-data", mb=data / 1e6) if data else ""
-        lines.append(PROSE("disk", gb=footprint["stack_bytes"] / 1e9, model=model, data=data))
+        model = PROSE("disk-model", bytes=model) if model else ""
+        data = PROSE("disk-data", bytes=data) if data else ""
+        lines.append(PROSE("disk", footprint=footprint, model=model, data=data))
     measured = [(what, cost) for what, path, _ in ALL_WORKFLOW_TRAININGS if (cost := results.json(path))]
     if measured:
         each = "; ".join(
-            PROSE("time-training", what=what, minutes=cost["wall_seconds"] / 60, gb=cost["peak_rss_mb"] / 1000)
-            for what, cost in measured
+            PROSE("time-training", what=what, minutes=cost["wall_seconds"] / 60, cost=cost) for what, cost in measured
         )
         cores = {cost["provenance"].get("cores") for _, cost in measured} - {None}
         where = f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU"

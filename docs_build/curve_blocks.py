@@ -1,15 +1,16 @@
 """The attention curve's blocks (docs/attention_curve.md, docs/ablation.md, README.md): what attention adds to
 the parser's EWT test LAS at each training size, read from results/attention_curve.json and the run records
 behind it, and which runs of the `attention-curve` workflow (project.yml, its vars substituted as `spacy
-project run` does) are not in the table yet."""
+project run` does) are not in the table yet; their prose in templates/curve_blocks.md."""
 
 import shlex
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
-from .blocks import table
+from .blocks import Prose, paragraphs, table
 from .results import Results, Sources
 
+PROSE = Prose("curve_blocks.md")
 CURVE_JSON = "results/attention_curve.json"
 RUNS_DIR = "results/attention_curve/runs"
 WORKFLOW = "attention-curve"
@@ -17,11 +18,12 @@ WORKFLOW = "attention-curve"
 # and what fine-tuning through it adds to the feature alone.
 SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
 ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against emb, the row without attention
-FROM = (
-    f"All tables, by seed, with the PTB sample and each run's command, commit and time: `{CURVE_JSON}` and "
-    "`results/attention_curve.md`, made from the run records in `results/attention_curve/runs/`.\n\n"
-)
 GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
+CURVE_COLUMNS = {
+    "sentences": "{sentences}", "steps": "{steps}", "comparison": "{comparison}", "seeds": "{seed_count}",
+    "dev": "{dev:+.2f}", "test by seed": "{test_by_seed}", "pooled": "{pooled:+.2f}", "95% interval": "{interval}",
+    "verdict": "{verdict}",
+}  # fmt: skip
 
 
 def planned(root: Path) -> List[Tuple]:
@@ -74,15 +76,13 @@ def missing_runs(results: Results) -> List[Dict]:
 
 
 def missing_text(results: Results, compact: bool = False) -> str:
-    missing = missing_runs(results)
-    if not missing:
-        return f"Every run of the `{WORKFLOW}` workflow's plan is in the table."
+    """The planned runs not in the table yet (compact: without their seeds)."""
     parts = []
-    for g in missing:
+    for g in missing_runs(results):
         seeds = "" if compact else f"; seed{'s' if len(g['seeds']) > 1 else ''} {', '.join(map(str, g['seeds']))}"
         size = "all" if g["size"] is None else f"{g['size']:,}"
         parts.append(f"{g['task']} on {g['dataset']}, {size} sentences ({', '.join(g['rows'])}{seeds})")
-    return f"Not in the table yet (the `{WORKFLOW}` workflow's plan in project.yml): " + "; ".join(parts) + "."
+    return PROSE("missing", workflow=WORKFLOW, runs="; ".join(parts)) if parts else PROSE("complete", workflow=WORKFLOW)
 
 
 def run_records(results: Results) -> Dict[str, Dict]:
@@ -113,26 +113,24 @@ def comparison_entries(entries: Sequence[Dict], better: str, worse: str) -> List
     return [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
 
 
-def run_ids(entry: Dict, seed: int) -> List[str]:
-    """The run ids (`attention_curve.Run.run_id`) of the better and the worse row under one seed."""
-    return [f"{entry['dataset']}_{entry['size']}_s{seed}_{row}" for row in (entry["better"], entry["worse"])]
+def curve_row(entry: Dict, records: Dict[str, Dict]) -> Dict:
+    """An entry's row of the table, with the steps its runs trained (one figure when the budget gave them all the
+    same) and `dev`, the mean over its seeds of the better row's dev LAS (spaCy's, of model-best) minus the
+    worse's (None where a run record lacks it)."""
+    from spacy_pairatt.study.attention_curve_table import interval_span, sentences
 
-
-def dev_difference(entry: Dict, records: Dict[str, Dict]) -> Optional[float]:
-    """Mean over the entry's seeds of the better row's dev LAS (spaCy's, of model-best) minus the worse's."""
-    differences = []
-    for seed in entry["seeds"]:
-        pair = [records.get(run_id) for run_id in run_ids(entry, seed)]
-        if None in pair or None in [record["dev_scores"].get("las") for record in pair]:
-            return None
-        differences.append(pair[0]["dev_scores"]["las"] - pair[1]["dev_scores"]["las"])
-    return sum(differences) / len(differences)
-
-
-def steps_text(entry: Dict, records: Dict[str, Dict]) -> str:
-    """The steps the comparison's runs trained (one figure when the budget gave them all the same)."""
-    steps = {records[key]["steps"] for seed in entry["seeds"] for key in run_ids(entry, seed) if key in records}
-    return ", ".join(map(str, sorted(steps))) or "–"
+    pairs = [
+        [records.get(f"{entry['dataset']}_{entry['size']}_s{seed}_{row}") for row in (entry["better"], entry["worse"])]
+        for seed in entry["seeds"]
+    ]
+    steps = ", ".join(map(str, sorted({record["steps"] for pair in pairs for record in pair if record})))
+    las = [[(record or {}).get("dev_scores", {}).get("las") for record in pair] for pair in pairs]
+    dev = None if any(None in pair for pair in las) else sum(better - worse for better, worse in las) / len(las)
+    test_by_seed = ", ".join(f"{seed}: {gain:+.2f}" for seed, gain in zip(entry["seeds"], entry["by_seed"]))
+    return {
+        **entry, "sentences": sentences(entry["n_train"], entry["size"]), "steps": steps or "–", "dev": dev,
+        "seed_count": len(entry["seeds"]), "test_by_seed": test_by_seed, "interval": interval_span(entry),
+    }  # fmt: skip
 
 
 def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
@@ -140,89 +138,72 @@ def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
     gain of each comparison."""
     entries = [e for e in entries if (e["better"], e["worse"]) in ATTENTION_GAINS]
     reached = [e for e in entries if e.get("at_least_one_point")]
-    bar = f"The target, a pooled gain of at least +{GOAL:.1f} LAS with its interval above 0"
     if reached:
         where = ", ".join(f"{e['comparison']} at {e['n_train']:,} sentences ({e['pooled']:+.2f})" for e in reached)
-        return f"{bar}: reached by {where}."
-    best = []
-    for better, worse in ATTENTION_GAINS:
-        mine = comparison_entries(entries, better, worse)
-        if mine:
-            top = max(mine, key=lambda e: e["pooled"])
-            best.append(f"{top['comparison']} {top['pooled']:+.2f} at {top['n_train']:,} sentences ({top['verdict']})")
-    largest = f" (largest pooled gains: {'; '.join(best)})" if best and not compact else ""
-    return f"{bar}: not reached at any size run so far{largest}."
+        return PROSE("goal-reached", goal=GOAL, where=where)
+    tops = [
+        max(mine, key=lambda e: e["pooled"]) for pair in ATTENTION_GAINS if (mine := comparison_entries(entries, *pair))
+    ]
+    best = "; ".join(
+        f"{e['comparison']} {e['pooled']:+.2f} at {e['n_train']:,} sentences ({e['verdict']})" for e in tops
+    )
+    largest = PROSE("largest-gains", gains=best) if tops and not compact else ""
+    return PROSE("goal-not-reached", goal=GOAL, largest=largest)
 
 
 def ptb_text(found: Dict) -> str:
     """The PTB sample's UAS range and emb+att - emb on it, with the convention caveat."""
-    points = [p for p in found.get("curve", []) if (p["domain"], p["metric"]) == ("ptb", "uas")]
-    if not points:
+    means = [p["mean"] for p in found.get("curve", []) if (p["domain"], p["metric"]) == ("ptb", "uas")]
+    if not means:
         return ""
-    means = [p["mean"] for p in points]
     entries = [e for e in shown_entries(found, "ptb", "uas") if e["better"] == "att"]
     gains = "; ".join(f"{e['n_train']:,} {e['pooled']:+.2f} ({e['verdict']})" for e in entries)
-    return (
-        f"PTB sample test UAS of these EWT-trained models: {min(means):.1f} to {max(means):.1f} (means by size and "
-        "row), low because the sample attaches words to function heads (modals, prepositions) where UD attaches "
-        "them to content words: it measures the convention mismatch more than the domain. emb+att - emb on it, "
-        f"pooled, by training sentences: {gains}.\n\n"
-    )
+    return PROSE("ptb", low=min(means), high=max(means), gains=gains)
 
 
-HEADER = (
-    "EWT test LAS, difference in points; pooled: the mean over seeds, with the paired bootstrap's 95% interval "
-    "over test sentences; `holds`: the interval lies above 0; `one seed`: the interval covers the test set's "
-    "sampling, not the spread over training seeds. dev: the mean difference of spaCy's dev LAS of model-best "
-    "(what the training kept).\n\n"
-)
-COLUMNS = ("sentences", "steps", "comparison", "seeds", "dev", "test by seed", "pooled", "95% interval", "verdict")
+def relations_text(found: Dict) -> str:
+    """SemEval's emb+att - emb at each size the curve ran."""
+    from spacy_pairatt.study.attention_curve_table import interval_span, sentences
+
+    gains = [
+        PROSE("relations-gain", run=run, sentences=sentences(run["n_train"], run["size"]), gain=gain,
+              seeds=", ".join(map(str, gain["seeds"])),
+              interval=f"{interval_span(gain)}, {gain['verdict']}" if "verdict" in gain else "no interval")
+        for run in found.get("relations", []) if (gain := run.get("att_minus_emb"))
+    ]  # fmt: skip
+    return PROSE("relations", gains="; ".join(gains)) if gains else ""
 
 
 def attention_curve_block(results: Results) -> str:
     """What attention adds by training size, the target, the PTB figures and the runs still missing."""
     found = results.json(CURVE_JSON)
     if found is None:
-        return missing_text(results) + "\n\n"
-    from spacy_pairatt.study.attention_curve_table import interval_span, sentences
-
+        return paragraphs(missing_text(results))
     records, entries = run_records(results), shown_entries(found)
     budget = found.get("budget", {}).get("parser", {}).get("rule")
-    rows = [
-        (sentences(e["n_train"], e["size"]), steps_text(e, records), e["comparison"], len(e["seeds"]),
-         "–" if (dev := dev_difference(e, records)) is None else f"{dev:+.2f}",
-         ", ".join(f"{s}: {d:+.2f}" for s, d in zip(e["seeds"], e["by_seed"])), f"{e['pooled']:+.2f}",
-         interval_span(e), e["verdict"])
-        for e in entries
-    ]  # fmt: skip
-    relations = [
-        f"{r['dataset']}, {sentences(r['n_train'], r['size'])} sentences {r['att_minus_emb']['mean']:+.2f} "
-        f"(seeds {', '.join(map(str, r['att_minus_emb']['seeds']))}; "
-        + (f"{interval_span(r['att_minus_emb'])}, {r['att_minus_emb']['verdict']})"
-           if "verdict" in r["att_minus_emb"] else "no interval)")
-        for r in found.get("relations", []) if "att_minus_emb" in r
-    ]  # fmt: skip
-    text = (f"Parser budget: {budget}.\n\n" if budget else "") + HEADER + table(COLUMNS, rows) + "\n\n"
-    text += goal_text(entries) + "\n\n" + ptb_text(found)
-    if relations:
-        text += (
-            "SemEval test macro-F1, emb+att - emb, mean over seeds (with the paired bootstrap's 95% interval): "
-            + "; ".join(relations) + ".\n\n"
-        )  # fmt: skip
-    return text + missing_text(results) + "\n\n" + FROM
+    return paragraphs(
+        budget and PROSE("budget", budget=budget),
+        PROSE("header"),
+        table(CURVE_COLUMNS, [curve_row(entry, records) for entry in entries]),
+        goal_text(entries),
+        ptb_text(found),
+        relations_text(found),
+        missing_text(results),
+        PROSE("from", curve=CURVE_JSON, runs=RUNS_DIR),
+    )
 
 
 def attention_curve_summary_block(results: Results) -> str:
     """The README's version: pooled gains and verdicts in one paragraph, the target, what is missing."""
     found = results.json(CURVE_JSON)
     if found is None:
-        return missing_text(results, compact=True) + "\n\n"
-    entries, parts = shown_entries(found), []
+        return paragraphs(missing_text(results, compact=True))
+    entries, gains = shown_entries(found), []
     for better, worse in ATTENTION_GAINS:
         mine = comparison_entries(entries, better, worse)
         if mine:
-            gains = ", ".join(f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" for e in mine)
-            parts.append(f"{mine[0]['comparison']}: {gains}")
-    text = "EWT test LAS gained from attention, pooled over seeds: " + "; ".join(parts) + ". " if parts else ""
-    text += goal_text(entries, compact=True) + " " + missing_text(results, compact=True)
-    return text + " Tables: docs/attention_curve.md.\n\n"
+            sizes = ", ".join(f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" for e in mine)
+            gains.append(f"{mine[0]['comparison']}: {sizes}")
+    gains = PROSE("summary-gains", gains="; ".join(gains)) + " " if gains else ""
+    goal, missing = goal_text(entries, compact=True), missing_text(results, compact=True)
+    return paragraphs(PROSE("summary", gains=gains, goal=goal, missing=missing))
