@@ -9,7 +9,7 @@ from functools import cached_property
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from string import Formatter
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
 
@@ -35,9 +35,9 @@ FIGURES = Figures()
 
 
 class Prose:
-    """The named pieces of prose in templates/FILE, each from a `<!-- name -->` line to the next, with `FIGURES`
-    fields: its lines are joined with spaces, as markdown joins them, where a line ending in a backslash (a
-    hard break) keeps its line break."""
+    """The named pieces of a template, templates/FILE, each from a `<!-- name -->` line to the next, with
+    `FIGURES` fields. A line break in prose is a space, as markdown reads it, except after a backslash (a hard
+    break); a table's lines keep theirs."""
 
     def __init__(self, file: str):
         self.path = Path(__file__).parent / "templates" / file
@@ -45,22 +45,25 @@ class Prose:
     @cached_property
     def pieces(self) -> Dict[str, str]:
         parts = re.split(r"^<!-- ([\w-]+) -->\n", self.path.read_text(encoding="utf8"), flags=re.M)[1:]
-        texts = (re.sub(r"(?<![\n\\])\n(?!\n)", " ", text.rstrip()).replace("\\\n", "\n") for text in parts[1::2])
+        texts = (re.sub(r"(?<![\n\\|])\n(?![\n|])", " ", text.rstrip()).replace("\\\n", "\n") for text in parts[1::2])
         return dict(zip(parts[::2], texts))
 
     def __call__(self, piece: str, /, **fields) -> str:
         return FIGURES.format(self.pieces[piece], **fields)
 
+    def table(self, piece: str, rows: Iterable[Mapping]) -> str:
+        """The piece's table (its header, and a last line that formats a row) over `rows`; no blank line after."""
+        *header, row = self.pieces[piece].split("\n")
+        return "\n".join(header + [FIGURES.format(row, **fields) for fields in rows])
+
 
 PROSE = Prose("blocks.md")
 
 
-def table(columns: Union[Sequence[str], Mapping[str, str]], rows: Iterable) -> str:
-    """A markdown table, without the blank line after it: `columns` are the headers and each row its cells, or
-    `columns` maps each header to the format of its cells (`FIGURES` fields of each row, a mapping)."""
-    if isinstance(columns, Mapping):
-        rows = [[FIGURES.format(cell, **row) for cell in columns.values()] for row in rows]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+def table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
+    """A markdown table of columns known only from the data (else a table piece of a template), without the
+    blank line after it."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
 
 
@@ -225,17 +228,13 @@ TRAINING_COST_FILES = (
     ("transition parser (`configs/transition_minilm.cfg`)", "results/train_transition_cost.json", "transition"),
 )
 TRAINING_PEAK_RSS_BAR_MB = 4096
-TRAINING_COST_COLUMNS = {
-    "training": "{what}", "steps": "{steps}", "wall (min)": "{minutes:.1f}", "s/step": "{per_step:.2f}",
-    "CPU (s)": "{cpu_seconds:,.0f}", "peak RSS (MB)": "{peak_rss_mb:,.0f}",
-}  # fmt: skip
 
 
 def training_cost_block(results: Results) -> str:
     """Steps, wall and CPU time and peak RSS of training each parser `compare` trains."""
     runs = [training_cost(results, path, what=what) for what, path, _ in TRAINING_COST_FILES]
     runs = [run for run in runs if run is not None]
-    text = table(TRAINING_COST_COLUMNS, runs) + "\n"
+    text = PROSE.table("training-cost", runs) + "\n"
     pairatt = results.json(TRAINING_COST_FILES[0][1])
     if pairatt is not None:
         commands = "; ".join(f"`{run['command']}`" for run in runs)
@@ -389,14 +388,6 @@ def probe_block(results: Results) -> str:
 
 
 CALIBRATION_FILE = "results/calibration.json"
-CALIBRATION_COLUMNS = {
-    "split": "{split}", "temperatures": "{temperatures}", "head_prob ECE": "{head_prob_ece:.4f}",
-    "mean head_prob": "{mean_head_prob!p:.1f}", "head accuracy": "{head_accuracy!p:.1f}",
-    "dep_prob ECE": "{dep_prob_ece:.4f}", "mean dep_prob": "{mean_dep_prob!p:.1f}",
-    "label accuracy (right arcs)": "{label_accuracy_on_right_arcs!p:.1f}",
-    "error sentences in the least confident 20%":
-        "{recall!p:.1f}% of {n_with_error:,} (at most {best_possible!p:.1f}%)",
-}  # fmt: skip
 
 
 def calibration_block(results: Results) -> str:
@@ -411,34 +402,20 @@ def calibration_block(results: Results) -> str:
             values = report[f"{split}_{when}"]
             recall = values["sentence_error_recall_at_20pct"]
             rows.append({**values, **recall, "split": split, "temperatures": temperatures})
-    return table(CALIBRATION_COLUMNS, rows) + "\n\n" + PROSE("calibration", report=report) + "\n\n"
-
-
-CONFIDENCE_RATIOS = {
-    "none": "ratio_b_confidence_none_over_a",
-    "arcs (default)": "ratio_b_over_a",
-    "matrix": "ratio_b_confidence_matrix_over_a",
-}
+    return paragraphs(PROSE.table("calibration", rows), PROSE("calibration-model", report=report))
 
 
 def confidence_cost_block(results: Results) -> str:
     """Words/s relative to the transformer alone (b/a) with each `confidence` setting, one interleaved run."""
     inference = (results.json(BENCH_FILES[0][0]) or {}).get("inference", {})
-    if CONFIDENCE_RATIOS["none"] not in inference:
-        return PROSE("confidence-not-measured") + "\n\n"
-    rows = [(name, f"{inference[key]:.3f}") for name, key in CONFIDENCE_RATIOS.items()]
-    return table(("confidence", "b/a"), rows) + "\n\n"
+    measured = "ratio_b_confidence_none_over_a" in inference
+    return paragraphs(PROSE("confidence", **inference) if measured else PROSE("confidence-not-measured"))
 
 
 OBJECTIVE_FILES = (
     ("local", "results/pairatt_dev.json", "parser"),
     ("tree_crf", "results/pairatt_treecrf_dev.json", "parser"),
 )
-OBJECTIVE_COLUMNS = {
-    "arc_objective": "{name}",
-    "dev UAS": "{result[scores][dep_uas]!p:.2f}",
-    "dev LAS": "{result[scores][dep_las]!p:.2f}",
-}
 
 
 def arc_objectives_block(results: Results) -> str:
@@ -446,7 +423,7 @@ def arc_objectives_block(results: Results) -> str:
     found = [{"name": name, "result": results.json(path)} for name, path, _ in OBJECTIVE_FILES]
     if any(row["result"] is None for row in found):
         return ""
-    return table(OBJECTIVE_COLUMNS, found) + "\n\n"
+    return paragraphs(PROSE.table("arc-objectives", found))
 
 
 ENCODERS_FILE = "results/encoders.json"

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
-from .blocks import Prose, paragraphs, table
+from .blocks import Prose, paragraphs
 from .results import Results, Sources
 
 PROSE = Prose("curve_blocks.md")
@@ -19,11 +19,6 @@ WORKFLOW = "attention-curve"
 SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
 ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against emb, the row without attention
 GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
-CURVE_COLUMNS = {
-    "sentences": "{sentences}", "steps": "{steps}", "comparison": "{comparison}", "seeds": "{seed_count}",
-    "dev": "{dev:+.2f}", "test by seed": "{test_by_seed}", "pooled": "{pooled:+.2f}", "95% interval": "{interval}",
-    "verdict": "{verdict}",
-}  # fmt: skip
 
 
 def planned(root: Path) -> List[Tuple]:
@@ -184,7 +179,7 @@ def attention_curve_block(results: Results) -> str:
     return paragraphs(
         budget and PROSE("budget", budget=budget),
         PROSE("header"),
-        table(CURVE_COLUMNS, [curve_row(entry, records) for entry in entries]),
+        PROSE.table("curve", [curve_row(entry, records) for entry in entries]),
         goal_text(entries),
         ptb_text(found),
         relations_text(found),

@@ -2,9 +2,11 @@
 its speed over its own parser and its training cost, its errors, and what the UD tokenizer rules give; their
 prose in templates/ud_blocks.md."""
 
+from typing import Dict, List
+
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
 
-from .blocks import Prose, table, training_cost, verdict
+from .blocks import Prose, paragraphs, table, training_cost, verdict
 from .results import Results
 
 PROSE = Prose("ud_blocks.md")
@@ -53,7 +55,7 @@ def against_bar(value: float, bar: float) -> str:
 
 
 def ud_pipeline_block(results: Results) -> str:
-    """The UD pipeline's CoNLL 2018 scores beside published ones, and its targets."""
+    """The UD pipeline's CoNLL 2018 scores beside published ones, its targets, speed and training cost."""
     rows = [
         (system, data, {metric: f1_percent(result, metric) for metric in result["metrics"]})
         for system, data, path in UD_PIPELINE_ROWS
@@ -62,50 +64,53 @@ def ud_pipeline_block(results: Results) -> str:
     published = (results.json(PUBLISHED_UD_FILE) or {}).get("rows", [])
     rows += [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
     cells = [(system, data, *(f"{s[m]:.2f}" if m in s else "–" for m in METRICS)) for system, data, s in rows]
-    text = table(("system", "data", *METRICS), cells) + "\n\n" + ud_pipeline_targets(results)
     cited = {}  # source -> where it was read, each once, in row order
     for row in published:
         cited.setdefault(row["source"], []).append(row["read_in"])
     sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
-    if sources:
-        text += "\n" + PROSE("published", path=PUBLISHED_UD_FILE, sources=sources) + "\n"
-    return text + "\n"
+    return paragraphs(
+        table(("system", "data", *METRICS), cells),
+        PROSE.table("targets", ud_pipeline_targets(results)),
+        PROSE("speed-and-training", speed=ud_pipeline_speed(results), training=ud_pipeline_training(results)),
+        sources and PROSE("published", path=PUBLISHED_UD_FILE, sources=sources),
+    )
 
 
-def ud_pipeline_targets(results: Results) -> str:
-    """The targets, each from exact scores, or 'not measured yet' where a file is missing; speed and training."""
-    pipeline, alone, docs, parser_only = (results.json(path) for path in UD_BAR_FILES)
+def ud_pipeline_targets(results: Results) -> List[Dict]:
+    """Each target's row, from exact scores, or 'not measured yet' where a file is missing."""
+    pipeline, alone, docs, _ = (results.json(path) for path in UD_BAR_FILES)
     test_gold = results.json(ud_pipeline_file("test", "gold_tokens"))
-
-    def f1(result, metric):
-        return None if result is None else f1_percent(result, metric)
-
-    def score(result, key):
-        return None if result is None else 100 * result["scores"][key]
-
-    las_change = None if pipeline is None or alone is None else score(pipeline, "dep_las") - score(alone, "dep_las")
+    f1 = {metric: test_gold and f1_percent(test_gold, metric) for metric in ("UPOS", "Lemmas")}
+    sentence_f = docs and 100 * docs["scores"]["sents_f"]
+    las_change = pipeline and alone and 100 * pipeline["scores"]["dep_las"] - 100 * alone["scores"]["dep_las"]
     targets = (
-        ("UPOS, EWT test, gold tokens", f1(test_gold, "UPOS"), UPOS_BAR, "{:.2f}"),
-        ("Lemmas, EWT test, gold tokens", f1(test_gold, "Lemmas"), LEMMAS_BAR, "{:.2f}"),
-        ("sentence F, EWT dev Docs of 10 sentences", score(docs, "sents_f"), SENTENCE_F_BAR, "{:.2f}"),
+        ("UPOS, EWT test, gold tokens", f1["UPOS"], UPOS_BAR, "{:.2f}"),
+        ("Lemmas, EWT test, gold tokens", f1["Lemmas"], LEMMAS_BAR, "{:.2f}"),
+        ("sentence F, EWT dev Docs of 10 sentences", sentence_f, SENTENCE_F_BAR, "{:.2f}"),
         ("parser LAS, EWT test, pipeline minus parser alone", las_change, LAS_CHANGE_BAR, "{:+.2f}"),
     )
-    rows = [
-        (name, fmt.format(bar), "–", "not measured yet")
+    return [
+        {"name": name, "bar": fmt.format(bar), "value": "–", "verdict": "not measured yet"}
         if value is None
-        else (name, fmt.format(bar), fmt.format(value), verdict(value >= bar))
+        else {"name": name, "bar": fmt.format(bar), "value": fmt.format(value), "verdict": verdict(value >= bar)}
         for name, value, bar, fmt in targets
     ]
-    speed = "not measured yet"
-    if pipeline is not None and parser_only is not None:
-        pipeline_speed, alone_speed = pipeline["words_per_second"], parser_only["words_per_second"]
-        speed = PROSE("speed", ratio=pipeline_speed / alone_speed, pipeline=pipeline_speed, alone=alone_speed)
-    training = "not measured yet"
-    if all(results.json(path) is not None for _, path in UD_TRAINING_COSTS):
-        runs = [training_cost(results, path, what=what) for what, path in UD_TRAINING_COSTS]
-        training = "; ".join(PROSE("training", run=run) for run in runs)
-    text = table(("target", "at least", "measured", "verdict"), rows) + "\n\n"
-    return text + PROSE("speed-and-training", speed=speed, training=training) + "\n"
+
+
+def ud_pipeline_speed(results: Results) -> str:
+    """The pipeline's words/s over those of its transformer and parser alone."""
+    pipeline, parser_only = results.json(UD_BAR_FILES[0]), results.json(UD_BAR_FILES[3])
+    if pipeline is None or parser_only is None:
+        return "not measured yet"
+    speeds = pipeline["words_per_second"], parser_only["words_per_second"]
+    return PROSE("speed", ratio=speeds[0] / speeds[1], pipeline=speeds[0], alone=speeds[1])
+
+
+def ud_pipeline_training(results: Results) -> str:
+    """Steps, wall time and peak RSS of each stage of the pipeline's training beside the parser alone's."""
+    if any(results.json(path) is None for _, path in UD_TRAINING_COSTS):
+        return "not measured yet"
+    return "; ".join(PROSE("training", run=training_cost(results, path, what=what)) for what, path in UD_TRAINING_COSTS)
 
 
 def cell(text: str) -> str:
@@ -118,28 +123,26 @@ def ud_errors_block(results: Results, shown: int = 10) -> str:
     path = UD_ERRORS_FILES[0][0]
     errors = (results.json(path) or {}).get("errors")
     if errors is None:
-        return PROSE("errors-not-measured", path=path) + "\n\n"
+        return paragraphs(PROSE("errors-not-measured", path=path))
     lemmas, bounds = errors["lemmas"], errors["sentence_boundaries"]
     kinds = ", ".join(
         f"{kind.replace('_', ' ')} {count:,} ({100 * count / max(lemmas['wrong'], 1):.0f}%)"
         for kind, count in lemmas["kinds"].items()
     )
     commonest = [
-        (cell(c["form"]), cell(c["gold"]), cell(c["system"]), c["upos"], c["count"])
-        for c in lemmas["commonest"][:shown]
+        {**c, **{key: cell(c[key]) for key in ("form", "gold", "system")}} for c in lemmas["commonest"][:shown]
     ]
     boundaries = [
-        (kind, f"{found['count']:,}", f"{found['next_word_capitalised']:,}",
-         ", ".join(f"{cell(c['before'])} {cell(c['after'])} ({c['count']})" for c in found["commonest"][:5]))
-        for kind, found in ((kind, bounds[kind]) for kind in ("missed", "false"))
+        {**bounds[kind], "kind": kind, "commonest": ", ".join(
+            f"{cell(c['before'])} {cell(c['after'])} ({c['count']})" for c in bounds[kind]["commonest"][:5])}
+        for kind in ("missed", "false")
     ]  # fmt: skip
-    return (
-        PROSE("lemma-errors", lemmas=lemmas, kinds=kinds) + "\n\n"
-        + table(("form", "gold lemma", "system lemma", "gold UPOS", "count"), commonest) + "\n\n"
-        + PROSE("boundary-errors", bounds=bounds) + "\n\n"
-        + table(("boundary", "count", "next word capitalised", "commonest (word before, word after)"), boundaries)
-        + "\n\n"
-    )  # fmt: skip
+    return paragraphs(
+        PROSE("lemma-errors", lemmas=lemmas, kinds=kinds),
+        PROSE.table("lemma-errors-table", commonest),
+        PROSE("boundary-errors", bounds=bounds),
+        PROSE.table("boundary-errors-table", boundaries),
+    )
 
 
 TOKENIZER_EFFECT_ROWS = (
