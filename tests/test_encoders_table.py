@@ -103,3 +103,12 @@ def test_a_run_stopped_early_shows_its_steps_and_why(results_dir):
     markdown = encoders_markdown(encoders_table(results_dir, resamples=200))
     assert "| yes | 600* |" in markdown and "| yes | 800 |" in markdown
     assert "trained 600 of its 800 steps and scored at that checkpoint (out of time)" in markdown
+
+
+def test_a_run_told_to_train_fewer_steps_shows_them(results_dir):
+    """A `--training.max_steps` override in the command the cost file records is the run's budget."""
+    command = "python -m spacy train configs/parser_mpnet_emb.cfg --output o --training.max_steps 600"
+    write(results_dir, ENCODER_RUNS[2].training_cost, {"wall_seconds": 1.0, "peak_rss_mb": 1.0, "command": command})
+    mpnet_emb = encoders_table(results_dir, resamples=200)["rows"][2]
+    assert (mpnet_emb["steps"], mpnet_emb["planned_steps"]) == (600, 800)
+    assert mpnet_emb["stopped_early"] == "`--training.max_steps 600` in its command"

@@ -75,12 +75,24 @@ def configured_steps(config: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
+def steps_and_why(cost: Dict, config: str) -> Tuple[Optional[int], Optional[str]]:
+    """The steps a run trained and, where fewer than its config's, why: stopped at a step (its cost file
+    says where and why) or a `--training.max_steps` override in the command its cost file records."""
+    if cost.get("stopped_at_step"):
+        return cost["stopped_at_step"], cost.get("why_stopped")
+    override = re.search(r"--training\.max_steps[= ](\d+)", cost.get("command", ""))
+    if override:
+        return int(override.group(1)), f"`--training.max_steps {override.group(1)}` in its command"
+    return configured_steps(config), None
+
+
 def encoder_row(results_dir: Path, run: EncoderRun) -> Dict:
     """A run's row: its scores, speed and training cost where their files exist, `missing` the others."""
     found = {what: read_json(results_dir / name) for what, name in run.files.items()}
     speed = (found.get("speed") or {}).get("inference", {})
     cost = found["training_cost"] or {}
     missing = [name for what, name in run.files.items() if found[what] is None]
+    steps, fewer_because = steps_and_why(cost, run.config)
     return {
         "encoder": run.encoder,
         "config": run.config,
@@ -90,10 +102,10 @@ def encoder_row(results_dir: Path, run: EncoderRun) -> Dict:
         "test": split_scores(found["test"]),
         "words_per_s": speed.get("median_words_per_second", {}).get("b_pairatt"),
         "b_over_a": speed.get("ratio_b_over_a"),
-        # a run stopped early (its cost file says where) was scored at that step's checkpoint
-        "steps": cost.get("stopped_at_step") or configured_steps(run.config),
+        # a run stopped early or told to train fewer steps was scored at its last checkpoint
+        "steps": steps,
         "planned_steps": configured_steps(run.config),
-        "stopped_early": cost.get("why_stopped"),
+        "stopped_early": fewer_because,
         "training_wall_s": cost.get("wall_seconds"),
         "peak_rss_mb": cost.get("peak_rss_mb"),
         "files": {what: f"results/{name}" for what, name in run.files.items()},
