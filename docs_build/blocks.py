@@ -9,7 +9,7 @@ from functools import cached_property
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from string import Formatter
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
 
@@ -67,8 +67,8 @@ def table(header: Sequence[str], rows: Iterable[Sequence]) -> str:
     return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
 
 
-def paragraphs(*texts: str) -> str:
-    """The non-empty `texts` as markdown paragraphs, ending in a blank line ("" where all are empty)."""
+def paragraphs(*texts: Optional[str]) -> str:
+    """The `texts` that are there (not "" or None) as markdown paragraphs, ending in a blank line ("" if none)."""
     texts = [text for text in texts if text]
     return "\n\n".join(texts) + "\n\n" if texts else ""
 
@@ -204,22 +204,22 @@ def relations_block(results: Results) -> str:
 BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
 
 
-def bench_block(results: Results) -> str:
-    """Speed and memory sections of results/bench.md, rendered by bench/table.py."""
-    bench, sections = bench_module(results), []
-    for (path, _), render in zip(BENCH_FILES, ("speed_lines", "memory_lines")):
-        if results.json(path) is not None and bench is not None:
-            sections.append(subsection(getattr(bench, render)(results.json(path))))
-    return "\n\n".join(sections) + "\n\n" if sections else ""
-
-
 RELATIONS_MEMORY_FILE = "results/bench_relations_memory.json"
 
 
-def relations_memory_block(results: Results) -> str:
-    """Time and peak RSS growth of pairatt_rel on one Doc of many entities (bench/table.py)."""
-    bench, data = bench_module(results), results.json(RELATIONS_MEMORY_FILE)
-    return "" if data is None or bench is None else subsection(bench.relations_memory_lines(data)) + "\n\n"
+def bench_sections(*sections: Tuple[str, str]):
+    """The renderer of sections of results/bench.md: for each (results file, function of bench/table.py) whose
+    file is there, what the function writes of it, one heading level down."""
+
+    def render(results: Results) -> str:
+        bench, found = bench_module(results), [(results.json(path), name) for path, name in sections]
+        return paragraphs(*(subsection(getattr(bench, name)(data)) for data, name in found if data and bench))
+
+    return render
+
+
+bench_block = bench_sections((BENCH_FILES[0][0], "speed_lines"), (BENCH_FILES[1][0], "memory_lines"))
+relations_memory_block = bench_sections((RELATIONS_MEMORY_FILE, "relations_memory_lines"))
 
 
 # `compare`'s two trainings, and the bar on the first: peak RSS of the default config's training.
@@ -256,23 +256,24 @@ def gpu_block(results: Results) -> str:
     """`bench-gpu` on a lent GPU: an 800-step training, its EWT test scores and bench/speed.py; each part is
     left out where its file is missing (the source note says "not measured yet")."""
     cost, test, speed = (results.json(path) for path, _ in GPU_FILES)
-    parts = []
-    if speed is not None:
-        parts.append(PROSE("gpu-device", gpu=speed["machine"]["gpu"] or "no GPU", run=speed["provenance"]))
+    training, bench = "", bench_module(results)
     if cost is not None:
         steps = (test or {}).get("model_config", {}).get("max_steps")  # patience = 0: no early stop
         per_step = (f"{steps} steps in ", f", {cost['wall_seconds'] / steps:.2f} s/step") if steps else ("", "")
-        parts.append(PROSE("gpu-training", cost=cost, steps=per_step[0], per_step=per_step[1]))
-    if test is not None:
-        parts.append(PROSE("gpu-test", scores=test["scores"], seed=test["model_config"]["seed"]))
-    bench = bench_module(results)
+        training = PROSE("gpu-training", cost=cost, steps=per_step[0], per_step=per_step[1])
+    lines = []
     if speed is not None and bench is not None:
         lines = bench.speed_lines(speed)  # without its heading and the cProfile stages (misleading on a GPU)
         lines = lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
         if speed["machine"].get("gpu_peak_allocated_mb") is not None:
             lines += ["", PROSE("gpu-allocated", machine=speed["machine"])]
-        parts.append("\n".join(lines) + "\n\n" + PROSE("gpu-bench", run=speed["provenance"]))
-    return "\n\n".join(parts) + "\n\n" if parts else ""
+    return paragraphs(
+        speed and PROSE("gpu-device", gpu=speed["machine"]["gpu"] or "no GPU", run=speed["provenance"]),
+        training,
+        test and PROSE("gpu-test", scores=test["scores"], seed=test["model_config"]["seed"]),
+        "\n".join(lines),
+        lines and PROSE("gpu-bench", run=speed["provenance"]),
+    )
 
 
 WIDTH_SWEEP_FILE = "results/gpu/width_sweep.json"
