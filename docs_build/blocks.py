@@ -202,8 +202,6 @@ def relations_block(results: Results) -> str:
 
 
 BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
-
-
 RELATIONS_MEMORY_FILE = "results/bench_relations_memory.json"
 
 
@@ -234,14 +232,12 @@ def training_cost_block(results: Results) -> str:
     """Steps, wall and CPU time and peak RSS of training each parser `compare` trains."""
     runs = [training_cost(results, path, what=what) for what, path, _ in TRAINING_COST_FILES]
     runs = [run for run in runs if run is not None]
-    text = PROSE.table("training-cost", runs) + "\n"
-    pairatt = results.json(TRAINING_COST_FILES[0][1])
+    pairatt, rss = results.json(TRAINING_COST_FILES[0][1]), ""
     if pairatt is not None:
-        commands = "; ".join(f"`{run['command']}`" for run in runs)
         met = verdict(pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB)
-        text += "\n" + PROSE("training-rss", bar=TRAINING_PEAK_RSS_BAR_MB, run=pairatt, met=met, commands=commands)
-        text += "\n"
-    return text + "\n"
+        commands = "; ".join(f"`{run['command']}`" for run in runs)
+        rss = PROSE("training-rss", bar=TRAINING_PEAK_RSS_BAR_MB, run=pairatt, met=met, commands=commands)
+    return paragraphs(PROSE.table("training-cost", runs), rss)
 
 
 # bench-gpu's files: training cost and test scores are pairatt_parser results, the last is bench/speed.py's.

@@ -13,54 +13,55 @@ from typing import Callable, Dict, List
 
 from spacy_pairatt.reports import replace_marked_block
 
-from . import blocks as b
-from . import curve_blocks, ud_blocks
+from . import blocks
+from . import curve_blocks as curve
+from . import ud_blocks as ud
 from .limits import limits_block
 from .results import Block, Results
 
 DOC_FILES = ("README.md", "docs/*.md")
 
 BLOCKS: Dict[str, Callable[[Results], str]] = {
-    "results": Block(b.evaluation_table(b.COMPARE_ROWS), b.paths(b.COMPARE_ROWS), "compare"),
-    "segmentation": Block(b.evaluation_table(b.SEGMENTATION_ROWS), b.paths(b.SEGMENTATION_ROWS), "evaluate"),
-    "tokenizer": Block(b.tokenizer_block, [(b.TOKENIZER_FILE, "tokenizer")], "tokenizer-ewt"),
-    "ud-pipeline": Block(ud_blocks.ud_pipeline_block, ud_blocks.UD_PIPELINE_FILES, "ud-pipeline"),
-    "ud-errors": Block(ud_blocks.ud_errors_block, ud_blocks.UD_ERRORS_FILES, "evaluate-pipeline"),
-    "tokenizer-effect": Block(
-        ud_blocks.tokenizer_effect_block, b.paths(ud_blocks.TOKENIZER_EFFECT_ROWS), "evaluate-pipeline"
+    "results": Block(blocks.evaluation_table(blocks.COMPARE_ROWS), blocks.paths(blocks.COMPARE_ROWS), "compare"),
+    "segmentation": Block(
+        blocks.evaluation_table(blocks.SEGMENTATION_ROWS), blocks.paths(blocks.SEGMENTATION_ROWS), "evaluate"
     ),
-    "relations": Block(b.relations_block, b.RELATION_FILES, "relations"),
-    "bench": Block(b.bench_block, b.BENCH_FILES, "bench"),
-    "gpu": Block(b.gpu_block, b.GPU_FILES, "bench-gpu . --vars.gpu_id 0"),
+    "tokenizer": Block(blocks.tokenizer_block, [(blocks.TOKENIZER_FILE, "tokenizer")], "tokenizer-ewt"),
+    "ud-pipeline": Block(ud.ud_pipeline_block, ud.UD_PIPELINE_FILES, "ud-pipeline"),
+    "ud-errors": Block(ud.ud_errors_block, ud.UD_ERRORS_FILES, "evaluate-pipeline"),
+    "tokenizer-effect": Block(ud.tokenizer_effect_block, blocks.paths(ud.TOKENIZER_EFFECT_ROWS), "evaluate-pipeline"),
+    "relations": Block(blocks.relations_block, blocks.RELATION_FILES, "relations"),
+    "bench": Block(blocks.bench_block, blocks.BENCH_FILES, "bench"),
+    "gpu": Block(blocks.gpu_block, blocks.GPU_FILES, "bench-gpu . --vars.gpu_id 0"),
     "width-sweep": Block(
-        b.width_sweep_block,
-        [(b.WIDTH_SWEEP_FILE, "parser")],
+        blocks.width_sweep_block,
+        [(blocks.WIDTH_SWEEP_FILE, "parser")],
         "python bench/sweep.py --setting ... --results results/gpu/width_sweep",
     ),
-    "training-cost": Block(b.training_cost_block, b.paths(b.TRAINING_COST_FILES), "compare"),
+    "training-cost": Block(blocks.training_cost_block, blocks.paths(blocks.TRAINING_COST_FILES), "compare"),
     # pairatt_rel's figures ("relations"), though a bench script makes them: a change of the parser's bench
     # (its training step, say) leaves them as they are.
     "relations-memory": Block(
-        b.relations_memory_block, [(b.RELATIONS_MEMORY_FILE, "relations")], "bench-relations-memory"
+        blocks.relations_memory_block, [(blocks.RELATIONS_MEMORY_FILE, "relations")], "bench-relations-memory"
     ),
-    "ablation": Block(b.ablation_block, b.ablation_sources, "ablation"),
-    "ablation-lr": Block(b.ablation_learning_rate_block, b.LR_FILES, "python -m spacy_pairatt ablation-run ptb ..."),
-    "ablation-cost": Block(b.ablation_cost_block, b.ablation_training_sources, "ablation"),
-    "probe": Block(b.probe_block, [(b.PROBE_FILE, "probe")], "probing"),
-    "attention-curve": Block(curve_blocks.attention_curve_block, curve_blocks.sources, "attention-curve"),
-    "attention-curve-summary": Block(
-        curve_blocks.attention_curve_summary_block, curve_blocks.sources, "attention-curve"
+    "ablation": Block(blocks.ablation_block, blocks.ablation_sources, "ablation"),
+    "ablation-lr": Block(
+        blocks.ablation_learning_rate_block, blocks.LR_FILES, "python -m spacy_pairatt ablation-run ptb ..."
     ),
+    "ablation-cost": Block(blocks.ablation_cost_block, blocks.ablation_training_sources, "ablation"),
+    "probe": Block(blocks.probe_block, [(blocks.PROBE_FILE, "probe")], "probing"),
+    "attention-curve": Block(curve.attention_curve_block, curve.sources, "attention-curve"),
+    "attention-curve-summary": Block(curve.attention_curve_summary_block, curve.sources, "attention-curve"),
     "limits": Block(limits_block),
     "requirements": Block(
-        b.requirements_block,
-        b.REQUIREMENTS_FILES,
+        blocks.requirements_block,
+        blocks.REQUIREMENTS_FILES,
         "python -m spacy_pairatt docs-tables --measure-footprint` and `python -m spacy project run all",
     ),
-    "encoders": Block(b.encoders_block, b.encoder_sources, "encoders-table"),
-    "calibration": Block(b.calibration_block, [(b.CALIBRATION_FILE, "parser")], "calibrate"),
-    "confidence-cost": Block(b.confidence_cost_block, b.BENCH_FILES[:1], "bench-speed"),
-    "arc-objectives": Block(b.arc_objectives_block, b.paths(b.OBJECTIVE_FILES), "compare-objectives"),
+    "encoders": Block(blocks.encoders_block, blocks.encoder_sources, "encoders-table"),
+    "calibration": Block(blocks.calibration_block, [(blocks.CALIBRATION_FILE, "parser")], "calibrate"),
+    "confidence-cost": Block(blocks.confidence_cost_block, blocks.BENCH_FILES[:1], "bench-speed"),
+    "arc-objectives": Block(blocks.arc_objectives_block, blocks.paths(blocks.OBJECTIVE_FILES), "compare-objectives"),
 }
 
 
