@@ -80,6 +80,7 @@ def ud_pipeline_targets(results: Results) -> List[Dict]:
     """Each target's row, from exact scores, or 'not measured yet' where a file is missing."""
     pipeline, alone, docs, _ = (results.json(path) for path in UD_BAR_FILES)
     test_gold = results.json(ud_pipeline_file("test", "gold_tokens"))
+    # Each figure is None where a file behind it is missing.
     f1 = {metric: test_gold and f1_percent(test_gold, metric) for metric in ("UPOS", "Lemmas")}
     sentence_f = docs and 100 * docs["scores"]["sents_f"]
     las_change = pipeline and alone and 100 * pipeline["scores"]["dep_las"] - 100 * alone["scores"]["dep_las"]
