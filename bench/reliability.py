@@ -31,7 +31,7 @@ document; stderr holds only the command's own line), a line that is not UTF-8, a
 that already holds shards, or an interrupt (SIGINT to the whole process group, as Ctrl-C sends it,
 or SIGTERM) while a task writes its shard, followed by the same command at once: one line on
 stderr, no shard file left once every process of the run has ended, and a rerun that succeeds.
-tests/test_parse_faults.py runs a small sample in CI.
+tests/parse_files/test_parse_faults.py runs a small sample in CI.
 """
 
 import argparse

@@ -4,7 +4,7 @@ A generated block is the text between `<!-- NAME:start -->` and `<!-- NAME:end -
 (`spacy_pairatt.reports.replace_marked_block`). `BLOCKS` declares each NAME: the renderer of its figures, the
 results files behind them and the command that makes them again; the block is the figures, then a note on
 where they come from and whether they are stale (results.py). `python -m spacy_pairatt docs-tables` rewrites
-every block of README.md and docs/*.md; `--check` only names those that differ (tests/test_docs_tables.py).
+every block of README.md and docs/*.md; `--check` only names those that differ (tests/docs_build/test_docs_tables.py).
 """
 
 import re

@@ -8,17 +8,30 @@ import random
 import numpy as np
 import pytest
 import spacy
-from conftest import REPO, TINY_SIZES, examples_from_docs, make_pipeline, make_transformer_pipeline, save_tiny_mpnet
-from test_attention_gradients import attention_only_pipeline, encoder_weights, initialized, with_gradient
-from test_frozen_transformer import frozen_pipeline, outputs, torch_parameters, train_pass, word_features
-from test_pipeline import assert_trees_per_sentence
-from test_pipeline import train as train_parser
-from test_relations import given_entities, relation_pipeline, semeval_docs  # noqa: F401 (a fixture)
-from test_relations import train as train_relations
 from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.integration.pipe_setup import upstream_transformer_dims
 from spacy_pairatt.layers.fused_attention import FusedMPNetSelfAttention
+from tests.components.test_frozen_transformer import (
+    frozen_pipeline,
+    outputs,
+    torch_parameters,
+    train_pass,
+    word_features,
+)
+from tests.components.test_pipeline import assert_trees_per_sentence
+from tests.components.test_pipeline import train as train_parser
+from tests.components.test_relations import given_entities, relation_pipeline, semeval_docs  # noqa: F401 (a fixture)
+from tests.components.test_relations import train as train_relations
+from tests.conftest import (
+    REPO,
+    TINY_SIZES,
+    examples_from_docs,
+    make_pipeline,
+    make_transformer_pipeline,
+    save_tiny_mpnet,
+)
+from tests.layers.test_attention_gradients import attention_only_pipeline, encoder_weights, initialized, with_gradient
 
 MAPS = TINY_SIZES["num_hidden_layers"] * TINY_SIZES["num_attention_heads"]
 # 24 tokens, 32 wordpieces ("parser" is "par ##ser"): one window of 24 tokens holds them all.

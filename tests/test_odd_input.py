@@ -10,10 +10,11 @@ import sys
 
 import pytest
 import spacy
-from conftest import REPO, UD_DIR, examples_from_docs, read_conllu_sentences
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.util import load_config, load_model_from_config
+
+from tests.conftest import REPO, UD_DIR, examples_from_docs, read_conllu_sentences
 
 # Texts a hostile but fair user sends: empty, whitespace of every kind, zero-width and combining
 # characters alone, controls, emoji, a long unbroken token, and ordinary sentences.
@@ -196,8 +197,8 @@ def test_whitespace_is_no_word_in_the_conllu_of_either_pipeline(pipeline, tmp_pa
     """Whitespace the UD way on the pipelines built from the configs (their own tokenizer, senter and
     parser): leading, trailing and repeated spaces, tabs and no-break spaces are no words, and the
     output scores against a gold file of the same text (see test_ud_whitespace.py)."""
-    from test_parse_faults import text_from_conllu
-    from test_ud_whitespace import WHITESPACE_LINES, assert_scores_against_gold, parsed
+    from tests.parse_files.test_parse_faults import text_from_conllu
+    from tests.parse_files.test_ud_whitespace import WHITESPACE_LINES, assert_scores_against_gold, parsed
 
     _, nlp = pipeline
     text = "".join(line + "\n" for line, _ in WHITESPACE_LINES)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, examples_from_docs, make_pipeline
 
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
 from spacy_pairatt.shipped_pipeline import package_requirements
+from tests.conftest import REPO, examples_from_docs, make_pipeline
 
 TEXT = "The parser reads the attention between words. It builds one tree per sentence!"
 # Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, the parse, and

@@ -10,7 +10,6 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from spacy_pairatt import provenance as provenance_module
 from spacy_pairatt.cli import main as cli_main
@@ -23,6 +22,7 @@ from spacy_pairatt.provenance import (
     provenance,
     source_stamp,
 )
+from tests.conftest import REPO
 
 
 def git(root, *args):

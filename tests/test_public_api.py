@@ -5,14 +5,13 @@ import re
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import spacy
 
 import spacy_pairatt
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 SETUP = (REPO / "setup.py").read_text(encoding="utf8")
 # "name = module:function", with the implicit concatenation of a string split over two lines undone.
 ENTRY_POINTS = re.findall(r'"([\w.-]+) = (spacy_pairatt[\w.]+):(\w+)"', re.sub(r'"\s*\n\s*"', "", SETUP))

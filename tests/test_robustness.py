@@ -16,7 +16,6 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 import spacy
-from conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spacy.attrs import SENT_START
@@ -26,6 +25,7 @@ from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.integration.features import MAX_UNSEGMENTED_TOKENS, doc_sentences
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
+from tests.conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 
 COMMON_WORDS = "the of and a to in is was he for it with as his on be at by I this had not are but from".split()
 ODD_WORDS = [

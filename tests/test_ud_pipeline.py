@@ -12,7 +12,6 @@ import conllu
 import pytest
 import spacy
 import torch
-from conftest import REPO, UD_DIR, write_first_sentences
 from spacy import displacy
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
@@ -22,6 +21,7 @@ from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files, wri
 from spacy_pairatt.parse_files.parsing import parse_file
 from spacy_pairatt.reports import percent
 from spacy_pairatt.shipped_pipeline import assemble_pipeline
+from tests.conftest import REPO, UD_DIR, write_first_sentences
 
 N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests
 

@@ -14,10 +14,11 @@ import pytest
 import spacy
 import srsly
 import torch
-from conftest import REPO, make_transformer_pipeline
 from spacy.tokens import Doc, Span
 from spacy.training import Example
 from thinc.api import fix_random_seed
+
+from tests.conftest import REPO, make_transformer_pipeline
 
 TEXT = "Alice met Bob in Paris. They talked for hours."
 ENTITIES = [(0, 1, "PER"), (2, 3, "PER"), (4, 5, "LOC")]

@@ -1,0 +1,257 @@
+"""The parser's confidence on the Doc: values, settings, every serialization path, CLI and displaCy."""
+
+import json
+import random
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc, DocBin
+from thinc.api import Adam, fix_random_seed
+
+from spacy_pairatt import render_parse
+from tests.conftest import REPO, UD_DIR, examples_from_docs, make_pipeline, write_first_sentences
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "",
+    "I saw her yesterday at the station near the old bridge.",
+    "Short one",
+]
+
+
+@pytest.fixture(scope="module")
+def initialized(tiny_bert_dir, ud_train_docs):
+    """An initialized (untrained) parser pipeline and its examples."""
+    fix_random_seed(0)
+    nlp = make_pipeline(tiny_bert_dir)
+    examples = examples_from_docs(nlp, ud_train_docs[:20])
+    nlp.initialize(lambda: examples)
+    return nlp, examples
+
+
+def confidence_values(doc):
+    return [(t._.head_prob, t._.dep_prob, t._.head_candidates) for t in doc], [s._.parse_confidence for s in doc.sents]
+
+
+def test_every_parsed_token_has_its_confidence(initialized):
+    nlp, _ = initialized
+    docs = list(nlp.pipe(TEXTS, batch_size=3))
+    assert docs[1]._.pairatt_confidence is None  # the empty text is passed through
+    for doc in docs:
+        for token in doc:
+            assert 0 < token._.head_prob <= 1 and 0 < token._.dep_prob <= 1
+            candidates = token._.head_candidates
+            assert len(candidates) == min(3, len(doc))
+            probs = [prob for _, prob in candidates]
+            assert probs == sorted(probs, reverse=True) and all(0 <= p <= 1 for p in probs)
+            heads = [head for head, _ in candidates]
+            assert len(set(heads)) == len(heads) and all(0 <= head < len(doc) for head in heads)
+            if token.head.i in heads:  # the chosen head's listed probability is head_prob
+                assert dict(candidates)[token.head.i] == pytest.approx(token._.head_prob, rel=1e-5)
+        for sent in doc.sents:  # P(tree and labels) is at most the probability of any one of its arcs and labels
+            assert 0 < sent._.parse_confidence <= min(t._.head_prob * t._.dep_prob for t in sent) + 1e-6
+
+
+def test_matrix_setting_stores_marginals_that_agree_with_the_tokens(initialized):
+    nlp, _ = initialized
+    parser = nlp.get_pipe("pairatt_parser")
+    parser.confidence = "matrix"
+    try:
+        doc = nlp(TEXTS[2])
+    finally:
+        parser.confidence = "arcs"
+    sent = doc[:]
+    matrix = sent._.arc_marginals
+    assert matrix.shape == (len(doc), len(doc))
+    np.testing.assert_allclose(matrix.sum(axis=1), 1.0, atol=1e-5)
+    for token in doc:
+        column = token.i if token.head.i == token.i else token.head.i
+        assert matrix[token.i, column] == pytest.approx(token._.head_prob, rel=1e-5)
+    assert nlp(TEXTS[2])[:]._.arc_marginals is None
+
+
+def test_confidence_off_stores_nothing_and_parses_the_same(initialized):
+    nlp, _ = initialized
+    parser = nlp.get_pipe("pairatt_parser")
+    with_confidence = nlp(TEXTS[0])
+    parser.confidence = "none"
+    try:
+        without = nlp(TEXTS[0])
+    finally:
+        parser.confidence = "arcs"
+    assert [(t.head.i, t.dep_) for t in without] == [(t.head.i, t.dep_) for t in with_confidence]
+    assert without._.pairatt_confidence is None and without[0]._.head_prob is None
+    assert without[:]._.parse_confidence is None
+
+
+def test_a_temperature_changes_confidence_not_the_parse(initialized):
+    nlp, _ = initialized
+    parser = nlp.get_pipe("pairatt_parser")
+    before = nlp(TEXTS[2])
+    parser.cfg["arc_temperature"] = 0.05
+    try:
+        sharper = nlp(TEXTS[2])
+    finally:
+        parser.cfg["arc_temperature"] = 1.0
+    assert [(t.head.i, t.dep_) for t in sharper] == [(t.head.i, t.dep_) for t in before]
+    assert np.mean([t._.head_prob for t in sharper]) > np.mean([t._.head_prob for t in before])
+
+
+def test_confidence_survives_every_serialization_path(initialized, tmp_path):
+    nlp, _ = initialized
+    docs = list(nlp.pipe(TEXTS))
+    expected = [confidence_values(doc) for doc in docs]
+    from_bytes = [Doc(nlp.vocab).from_bytes(doc.to_bytes()) for doc in docs]
+    doc_bin = DocBin(store_user_data=True)
+    for doc in docs:
+        doc_bin.add(doc)
+    doc_bin.to_disk(tmp_path / "docs.spacy")
+    from_docbin = list(DocBin().from_disk(tmp_path / "docs.spacy").get_docs(nlp.vocab))
+    multi_process = list(nlp.pipe(TEXTS, n_process=2, batch_size=1))
+    nlp.add_pipe("pairatt_release_attention")
+    try:
+        released = nlp(TEXTS[0])
+    finally:
+        nlp.remove_pipe("pairatt_release_attention")
+    for copies in (from_bytes, from_docbin, multi_process):
+        for doc, values in zip(copies, expected):
+            got = confidence_values(doc)
+            assert got[1] == pytest.approx(values[1], rel=1e-5)
+            for (hp, dp, cands), (ehp, edp, ecands) in zip(got[0], values[0]):
+                assert hp == pytest.approx(ehp, rel=1e-5) and dp == pytest.approx(edp, rel=1e-5)
+                assert [h for h, _ in cands] == [h for h, _ in ecands]
+    assert confidence_values(released)[1] == pytest.approx(expected[0][1], rel=1e-5)
+
+
+def test_a_retokenized_doc_reports_no_stale_confidence(initialized):
+    nlp, _ = initialized
+    doc = nlp(TEXTS[0])
+    with doc.retokenize() as retokenizer:
+        retokenizer.merge(doc[0:2])
+    assert doc[0]._.head_prob is None and doc[:]._.parse_confidence is None
+
+
+def test_settings_are_checked_and_a_pipeline_saved_before_them_loads(initialized, tiny_bert_dir, tmp_path):
+    with pytest.raises(ValueError, match="confidence"):
+        make_pipeline(tiny_bert_dir, {"confidence": "all"})
+    with pytest.raises(ValueError, match="head_candidates"):
+        make_pipeline(tiny_bert_dir, {"head_candidates": 0})
+    with pytest.raises(ValueError, match="BiaffinePairScorer"):
+        make_pipeline(
+            tiny_bert_dir,
+            {
+                "arc_objective": "tree_crf",
+                "model": {"pair_scorer": {"@architectures": "spacy-pairatt.PaperPairScorer.v1"}},
+            },
+        )
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    config_path = tmp_path / "model" / "config.cfg"
+    lines = config_path.read_text().splitlines()
+    old_keys = ("arc_objective", "confidence", "head_candidates")
+    config_path.write_text("\n".join(line for line in lines if not line.startswith(old_keys)) + "\n")
+    cfg_path = tmp_path / "model" / "pairatt_parser" / "cfg"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.pop("arc_temperature"), cfg.pop("label_temperature")
+    cfg_path.write_text(json.dumps(cfg))
+    loaded = spacy.load(tmp_path / "model", config={"components": {"pairatt_parser": {"head_candidates": 2}}})
+    doc = loaded(TEXTS[0])
+    assert all(len(t._.head_candidates) == 2 for t in doc) and loaded.get_pipe("pairatt_parser").confidence == "arcs"
+
+
+def test_tree_crf_objective_trains(tiny_bert_dir, ud_train_docs):
+    fix_random_seed(0)
+    random.seed(0)
+    nlp = make_pipeline(tiny_bert_dir, {"arc_objective": "tree_crf"})
+    examples = examples_from_docs(nlp, ud_train_docs[:20])
+    nlp.initialize(lambda: examples)
+    optimizer = Adam(1e-3)
+    losses = []
+    for _ in range(8):
+        step = {}
+        for batch in spacy.util.minibatch(examples, 10):
+            nlp.update(batch, sgd=optimizer, losses=step)
+        losses.append(step["pairatt_parser"])
+    assert np.isfinite(losses).all() and losses[-1] < 0.7 * losses[0]
+
+
+def test_render_parse_labels_and_shades_arcs(initialized):
+    nlp, _ = initialized
+    doc = nlp(TEXTS[0])
+    markup = render_parse(doc)
+    n_arcs = sum(1 for t in doc if t.head.i != t.i)
+    assert markup.count("stroke-opacity=") == n_arcs
+    weakest = min((t for t in doc if t.head.i != t.i), key=lambda t: t._.head_prob)
+    assert f"{weakest.dep_} {weakest._.head_prob:.2f}" in markup
+    plain = render_parse(doc, probabilities=False, shade=False)
+    assert "stroke-opacity" not in plain and f"{weakest._.head_prob:.2f}<" not in plain
+
+
+def run_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "spacy_pairatt", *map(str, args)], capture_output=True, text=True, cwd=REPO
+    )
+
+
+def test_review_lists_the_least_confident_sentences_first(initialized, tmp_path):
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(text for text in TEXTS if text) + "\n", encoding="utf8")
+    result = run_cli("review", tmp_path / "model", source, "--top", 2, "--json")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    parsed = list(nlp.pipe(text for text in TEXTS if text))
+    everything = sorted(sent._.parse_confidence for doc in parsed for sent in doc.sents)
+    assert [r["parse_confidence"] for r in records] == pytest.approx(everything[:2], rel=1e-4)
+    least = min((sent for doc in parsed for sent in doc.sents), key=lambda sent: sent._.parse_confidence)
+    assert records[0]["text"] == least.text
+    assert records[0]["least_sure_arc"]["head_prob"] == pytest.approx(min(t._.head_prob for t in least), abs=1e-4)
+
+
+def test_calibrate_fits_stores_and_reports(initialized, tmp_path):
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    dev = tmp_path / "dev.spacy"
+    test = tmp_path / "test.spacy"
+    for split, path in (("dev", dev), ("test", test)):
+        conllu = write_first_sentences(UD_DIR / f"en_ewt-ud-{split}.conllu", 30, tmp_path / f"{split}.conllu")
+        result = subprocess.run(
+            [sys.executable, "-m", "spacy", "convert", conllu, tmp_path, "--converter", "conllu", "--n-sents", "1"],
+            capture_output=True,
+            text=True,
+        )
+        assert result.returncode == 0, result.stderr
+    report_path, plot = tmp_path / "calibration.json", tmp_path / "calibration.png"
+    result = run_cli("calibrate", tmp_path / "model", dev, test, "--output", report_path, "--plot", plot)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(report_path.read_text())
+    for key in ("head_prob_ece", "dep_prob_ece", "sentence_error_recall_at_20pct"):
+        assert 0 <= report[key] <= 1
+    assert report["dev_after"]["head_prob_nll"] <= report["dev_before"]["head_prob_nll"] + 1e-9
+    assert plot.stat().st_size > 1000
+    stored = spacy.load(tmp_path / "model").get_pipe("pairatt_parser").cfg
+    assert stored["arc_temperature"] == pytest.approx(report["arc_temperature"])
+    assert stored["label_temperature"] == pytest.approx(report["label_temperature"])
+
+
+def test_parse_writes_confidence_in_misc_and_json(initialized, tmp_path):
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    source = tmp_path / "in.txt"
+    source.write_text(TEXTS[0] + "\n", encoding="utf8")
+    expected = nlp(TEXTS[0])
+    conllu = run_cli("parse", tmp_path / "model", source, "--no-progress")
+    assert conllu.returncode == 0, conllu.stderr
+    rows = [line.split("\t") for line in conllu.stdout.splitlines() if line and not line.startswith("#")]
+    misc = [dict(item.split("=", 1) for item in row[9].split("|") if "=" in item) for row in rows]
+    assert [float(m["HeadProb"]) for m in misc] == pytest.approx([t._.head_prob for t in expected], abs=1e-4)
+    assert [float(m["DepProb"]) for m in misc] == pytest.approx([t._.dep_prob for t in expected], abs=1e-4)
+    lines = run_cli("parse", tmp_path / "model", source, "--no-progress", "--output-format", "json")
+    record = json.loads(lines.stdout)
+    assert [t["head_prob"] for t in record["tokens"]] == pytest.approx([t._.head_prob for t in expected], rel=1e-5)
+    assert [t["head_candidates"][0][0] for t in record["tokens"]] == [t._.head_candidates[0][0] for t in expected]
+    assert record["sentences"][0]["parse_confidence"] == pytest.approx(expected[:]._.parse_confidence, rel=1e-5)

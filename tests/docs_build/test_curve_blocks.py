@@ -1,0 +1,205 @@
+"""The attention curve's blocks (docs/attention_curve.md, docs/ablation.md, README.md): their figures are
+those of results/attention_curve.json and its run records, and the runs they call missing are the
+workflow's plan (project.yml) less the runs in the table."""
+
+import json
+import shutil
+
+import pytest
+from weasel.util import load_project_config
+
+from docs_build.curve_blocks import CURVE_JSON, RUNS_DIR, goal_text, missing_runs, planned, sources
+from docs_build.docs_tables import BLOCKS
+from docs_build.limits import limits
+from docs_build.results import Results, source_note
+from spacy_pairatt.study.attention_curve import TASKS, Run, size_label
+from spacy_pairatt.study.attention_curve_table import sentences
+from tests.conftest import REPO
+
+COMMAND = "python -m spacy project run attention-curve"
+# The blocks as the docs show them: the figures, then their source note.
+attention_curve_block, attention_curve_summary_block = BLOCKS["attention-curve"], BLOCKS["attention-curve-summary"]
+
+
+def gradient_limit(results):
+    """The known limit on attention gradients, with what the curve measured of them."""
+    return next(text for text in limits(results) if text.startswith("With the default config"))
+
+
+def planned_runs(root):
+    return [run for run, _ in planned(root)]
+
+
+def committed_table():
+    path = REPO / CURVE_JSON
+    if not path.exists():
+        pytest.skip(f"{CURVE_JSON} is not in this checkout")
+    return json.loads(path.read_text(encoding="utf8"))
+
+
+def issue_plan():
+    """The study's plan, restated from the project vars: the runs the workflow must make."""
+    v = load_project_config(REPO)["vars"]
+
+    def sizes(text):
+        return [None if s == "full" else int(s) for s in str(text).split()]
+
+    def seeds(text):
+        return [int(s) for s in str(text).split()]
+
+    parts = [
+        ("parser", "ewt", ("emb", "att"), sizes(v["curve_sizes"]), seeds(v["curve_seeds"])),
+        ("parser", "ewt", ("ftatt",), sizes(v["curve_ftatt_sizes"]), seeds(v["curve_seeds"])),
+        ("parser", "ewt", ("emb", "att"), sizes(v["curve_large_sizes"]), seeds(v["curve_large_seeds"])),
+        ("relations", "semeval", ("emb", "att"), [None], seeds(v["curve_rel_seeds"])),
+        ("relations", "semeval", ("emb", "att"), sizes(v["curve_rel_size"]), seeds(v["curve_rel_small_seeds"])),
+        ("relations", "semeval_markers", ("emb", "att"), sizes(v["curve_rel_size"]), seeds(v["curve_rel_small_seeds"])),
+    ]  # fmt: skip
+    return {
+        Run(task, data, row, size, seed).run_id
+        for task, data, rows, size_list, seed_list in parts
+        for size in size_list for seed in seed_list for row in rows
+    }  # fmt: skip
+
+
+def test_the_workflow_plans_the_runs_the_issue_asks_for():
+    planned = [run.run_id for run in planned_runs(REPO)]
+    assert len(planned) == len(set(planned)) and set(planned) == issue_plan()
+    assert {"ewt_n6400_s0_att", "ewt_full_s0_emb", "semeval_full_s2_att", "semeval_markers_n1000_s0_emb"} <= set(
+        planned
+    )
+
+
+def test_the_block_figures_are_those_of_the_committed_table():
+    table, results = committed_table(), Results(REPO)
+    block, summary = attention_curve_block(results), attention_curve_summary_block(results)
+    shown = [
+        e for e in table["comparisons"]
+        if (e["domain"], e["metric"], e["worse"]) == ("ewt", "las", "emb") and e["better"] in ("att", "ftatt")
+    ]  # fmt: skip
+    assert shown
+    for e in shown:
+        records = {
+            row: [json.loads((REPO / RUNS_DIR / f"ewt_{e['size']}_s{s}_{row}.json").read_text()) for s in e["seeds"]]
+            for row in (e["better"], e["worse"])
+        }
+        dev = sum(b["dev_scores"]["las"] - w["dev_scores"]["las"] for b, w in zip(*records.values())) / len(e["seeds"])
+        steps = sorted({r["steps"] for rows in records.values() for r in rows})
+        by_seed = ", ".join(f"{s}: {d:+.2f}" for s, d in zip(e["seeds"], e["by_seed"]))
+        interval = f"{e['bootstrap']['low']:+.2f} to {e['bootstrap']['high']:+.2f}"
+        row = (
+            f"| {sentences(e['n_train'], e['size'])} | {', '.join(map(str, steps))} | {e['comparison']} | "
+            f"{len(e['seeds'])} | {dev:+.2f} | {by_seed} | {e['pooled']:+.2f} | {interval} | {e['verdict']} |"
+        )
+        assert row in block, row
+        assert f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" in summary
+    reached = [e for e in shown if e.get("at_least_one_point") and e["worse"] == "emb"]
+    for text in (block, summary):
+        assert ("not reached at any size run so far" in text) == (not reached)
+    ptb = [p["mean"] for p in table["curve"] if (p["domain"], p["metric"]) == ("ptb", "uas")]
+    assert f"{min(ptb):.1f} to {max(ptb):.1f}" in block
+    note = source_note(results, sources(results), COMMAND)
+    assert block.endswith(note) and summary.endswith(note) and f"`{CURVE_JSON}`" in block
+
+
+def test_the_blocks_name_every_planned_run_the_table_lacks():
+    table, results = committed_table(), Results(REPO)
+    present = {run["run_id"] for run in table["runs"]}
+    full_budget = {"parser": 800, "relations": 675}  # project.yml's budget: every size the full set's steps
+    current = {run["run_id"] for run in table["runs"] if run["steps"] == full_budget[run["task"]]}
+    missing = missing_runs(results)
+    expected = issue_plan() - current
+    named = {
+        Run(g["task"], g["dataset"], key, g["size"], seed).run_id
+        for g in missing for seed in g["seeds"]
+        for key in [r.key for r in TASKS[g["task"]].rows if r.name in g["rows"]]
+    }  # fmt: skip
+    assert expected <= named and not named & current
+    block = attention_curve_block(results)
+    for group in missing:
+        size = "all" if group["size"] is None else f"{group['size']:,}"
+        assert f"{group['task']} on {group['dataset']}, {size} sentences" in block
+    for task, data, size in (("parser", "ewt", 6400), ("parser", "ewt", None), ("relations", "semeval", None)):
+        if not any(run_id.startswith(f"{data}_{size_label(size)}_") for run_id in present):
+            label = "all" if size is None else f"{size:,}"
+            assert f"{task} on {data}, {label} sentences" in block
+
+
+def write(root, path, data):
+    (root / path).parent.mkdir(parents=True, exist_ok=True)
+    (root / path).write_text(json.dumps(data), encoding="utf8")
+
+
+def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tmp_path):
+    shutil.copy(REPO / "project.yml", tmp_path / "project.yml")
+    results = Results(tmp_path)
+    everything = sorted(issue_plan())
+    assert {g["task"] for g in missing_runs(results)} == {"parser", "relations"}  # no table: all of it
+    assert f"not measured yet: `{CURVE_JSON}`" in attention_curve_block(results)
+    comparison = {
+        "dataset": "ewt", "n_train": 100, "size": "n100", "better": "att", "worse": "emb",
+        "comparison": "emb+att - emb", "domain": "ewt", "metric": "las", "seeds": [0], "by_seed": [1.25],
+        "pooled": 1.25, "bootstrap": {"low": 0.5, "high": 2.0}, "verdict": "holds", "at_least_one_point": True,
+    }  # fmt: skip
+    steps = {"ewt": 800, "semeval": 675, "semeval_markers": 675}
+    runs = [{"run_id": i, "n_train": 100, "steps": steps[i.rsplit("_", 3)[0]]} for i in everything]
+    table = {"runs": runs, "comparisons": [comparison], "curve": []}
+    write(tmp_path, CURVE_JSON, table)
+    results = Results(tmp_path)
+    assert missing_runs(results) == []
+    block, summary = attention_curve_block(results), attention_curve_summary_block(results)
+    for text in (block, summary):
+        assert "Every run of the `attention-curve` workflow's plan is in the table." in text
+        assert "Not in the table yet" not in text
+        assert "reached by emb+att - emb at 100 sentences (+1.25)" in text
+    assert "| 100 | – | emb+att - emb | 1 | – | 0: +1.25 | +1.25 | +0.50 to +2.00 | holds |" in block
+
+    left_out = next(run for run in planned_runs(tmp_path) if run.run_id == everything[0])
+    expected = [(left_out.task, left_out.dataset, left_out.size, [left_out.seed])]
+    write(tmp_path, CURVE_JSON, {**table, "runs": table["runs"][1:]})
+    missing = missing_runs(Results(tmp_path))
+    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected
+    row_name = TASKS[left_out.task].row(left_out.row).name  # the README's summary names the missing row
+    assert f"sentences ({row_name})." in attention_curve_summary_block(Results(tmp_path))
+    # A run trained to fewer steps than the plan's budget (an earlier rule) is missing too.
+    short = [{**table["runs"][0], "steps": 200}] + table["runs"][1:]
+    write(tmp_path, CURVE_JSON, {**table, "runs": short})
+    missing = missing_runs(Results(tmp_path))
+    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected
+
+
+def test_only_a_gain_over_the_row_without_attention_reaches_the_goal():
+    """ft:emb+att - emb+att compares two ways of using attention: shown, but not what attention adds."""
+    over_att = {
+        "n_train": 100, "better": "ftatt", "worse": "att", "comparison": "ft:emb+att - emb+att", "pooled": 1.17,
+        "verdict": "holds", "at_least_one_point": True,
+    }  # fmt: skip
+    over_emb = {
+        **over_att,
+        "worse": "emb",
+        "comparison": "ft:emb+att - emb",
+        "pooled": 0.4,
+        "at_least_one_point": False,
+    }
+    assert "not reached at any size run so far" in goal_text([over_att, over_emb])
+    assert "ft:emb+att - emb+att" not in goal_text([over_att, over_emb])
+    reached = {**over_emb, "pooled": 1.25, "at_least_one_point": True}
+    assert goal_text([over_att, reached]).endswith("reached by ft:emb+att - emb at 100 sentences (+1.25).")
+
+
+def test_the_attention_gradient_limit_gives_what_the_curve_measured_of_the_ftatt_config(tmp_path):
+    results = Results(tmp_path)
+    assert gradient_limit(results).endswith("carries them through the attention as well.")
+    over_att = {
+        "dataset": "ewt", "n_train": 400, "size": "n400", "better": "ftatt", "worse": "att",
+        "comparison": "ft:emb+att - emb+att", "domain": "ewt", "metric": "las", "seeds": [0, 1, 2],
+        "by_seed": [0.5, 0.2, 0.1], "pooled": 0.27, "verdict": "not shown",
+    }  # fmt: skip
+    over_emb = {**over_att, "worse": "emb", "comparison": "ft:emb+att - emb", "pooled": 0.9}
+    small = {**over_att, "n_train": 100, "size": "n100", "seeds": [0], "pooled": 1.5, "verdict": "holds, one seed"}
+    write(tmp_path, CURVE_JSON, {"runs": [], "comparisons": [over_att, over_emb, small], "curve": []})
+
+    text = gradient_limit(Results(tmp_path))
+
+    assert "100 sentences +1.50 (holds, one seed; seeds 0); 400 sentences +0.27 (not shown; seeds 0, 1, 2)" in text
+    assert text.endswith("not measured with more than 400 training sentences.") and "+0.90" not in text

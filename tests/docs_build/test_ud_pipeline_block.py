@@ -1,0 +1,171 @@
+"""docs/ud_pipeline.md's generated blocks: ud-eval results beside the published figures, and the pipeline's
+targets read from the files (met, not met, or not measured yet)."""
+
+import json
+import shutil
+
+from spacy.util import load_config
+
+from docs_build.docs_tables import BLOCKS
+from docs_build.results import Results
+from docs_build.ud_blocks import PUBLISHED_UD_FILE
+from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
+from tests.conftest import REPO, UD_DIR
+
+ud_pipeline_block = BLOCKS["ud-pipeline"]  # the figures, then their source note
+
+
+def first_sentences(path, n: int) -> str:
+    return "\n\n".join(path.read_text(encoding="utf8").split("\n\n")[:n]) + "\n\n"
+
+
+def bar_row(block: str, name: str) -> str:
+    return next(line for line in block.splitlines() if line.startswith(f"| {name} |"))
+
+
+def test_the_block_reads_ud_eval_results_and_prints_every_published_row(tmp_path):
+    gold_text = first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
+    gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
+    gold.write_text(gold_text, encoding="utf8")
+    lines, changed, words = [], 0, 0
+    for line in gold_text.splitlines():  # every 10th word tagged X: UPOS falls below the 96.0 bar
+        columns = line.split("\t")
+        if len(columns) == 10 and columns[0].isdigit():
+            words += 1
+            if words % 10 == 0 and columns[3] != "X":
+                columns[3], changed = "X", changed + 1
+        lines.append("\t".join(columns))
+    system.write_text("\n".join(lines) + "\n", encoding="utf8")
+    write_results(evaluate_files(gold, system), gold, system, tmp_path / "results/ud_pipeline_test_gold_tokens.json")
+    (tmp_path / PUBLISHED_UD_FILE).parent.mkdir(parents=True)
+    shutil.copy(REPO / PUBLISHED_UD_FILE, tmp_path / PUBLISHED_UD_FILE)
+
+    block = ud_pipeline_block(Results(tmp_path))
+
+    assert f"| UPOS, EWT test, gold tokens | 96.00 | {100 * (words - changed) / words:.2f} | **not met** |" in block
+    assert bar_row(block, "Lemmas, EWT test, gold tokens").endswith("| 100.00 | met |")
+    assert bar_row(block, "sentence F, EWT dev Docs of 10 sentences").endswith("| – | not measured yet |")
+    assert "| this pipeline, gold tokens | EWT 2.16 test | 100.00 |" in block  # Tokens
+    assert "| this pipeline, raw text |" not in block
+    published = json.loads((REPO / PUBLISHED_UD_FILE).read_text(encoding="utf8"))["rows"]
+    for row in published:
+        assert f"| {row['system']}, {row['input']} | {row['data']} |" in block
+        assert row["source"] in block
+    assert "not measured yet: `results/ud_pipeline_dev_raw_text.json`" in block
+    assert "Training: not measured yet." in block
+
+
+def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
+    """run_cost's files of the pipeline's two stages and of the parser alone side by side, each with the
+    steps of the config its command trained (the command's overrides included)."""
+    runs = {
+        "train_ud_pipeline_cost.json": (5400.0, 2900.4, "python -m spacy train configs/pipeline_minilm.cfg --output a"),
+        "train_ud_pipeline_senter_cost.json": (
+            900.0, 1500.0, "python -m spacy train configs/pipeline_senter_minilm.cfg --training.max_steps 7",
+        ),
+        "train_pairatt_cost.json": (3316.0, 2297.2, "python -m spacy train configs/parser_minilm.cfg --gpu-id -1"),
+    }  # fmt: skip
+    (tmp_path / "results").mkdir()
+    shutil.copytree(REPO / "configs", tmp_path / "configs")  # the steps come from the checkout's configs
+    for cost, (wall, rss, command) in runs.items():
+        (tmp_path / "results" / cost).write_text(
+            json.dumps({"wall_seconds": wall, "peak_rss_mb": rss, "command": command})
+        )
+    block = ud_pipeline_block(Results(tmp_path))
+    steps = [load_config(REPO / command.split()[4])["training"]["max_steps"] for *_, command in runs.values()]
+    steps[1] = 7
+    line = "; ".join(
+        f"{what} {n} steps in {wall / 60:.0f} min, peak RSS {rss:,.0f} MB (`{command}`)"
+        for what, n, (wall, rss, command) in zip(
+            ("stage 1 (all components)", "stage 2 (the senter)", "the parser alone"), steps, runs.values()
+        )
+    )
+    assert f"Training: {line}." in block
+    (tmp_path / "results" / "train_ud_pipeline_senter_cost.json").unlink()
+    assert "Training: not measured yet." in ud_pipeline_block(Results(tmp_path))
+
+
+def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_errors(tmp_path):
+    ud_errors_block = BLOCKS["ud-errors"]
+
+    from spacy_pairatt.evaluation.ud_errors import error_analysis
+    from spacy_pairatt.evaluation.ud_treebank import load_conllu
+
+    gold_text = first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
+    gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
+    gold.write_text(gold_text, encoding="utf8")
+    assert "Not measured yet" in ud_errors_block(Results(tmp_path))
+    path = tmp_path / "results/ud_pipeline_dev_raw_text.json"
+    perfect = load_conllu(gold)  # no wrong lemma: no share of 0 to divide by
+    write_results(evaluate_files(gold, gold), gold, gold, path, errors=error_analysis(perfect, perfect))
+    assert "**Lemmas**: 0 wrong of" in ud_errors_block(Results(tmp_path))
+    lines, capitalised = [], 0
+    for line in gold_text.splitlines():  # every capitalised form's lemma becomes the form: a case error
+        columns = line.split("\t")
+        if len(columns) == 10 and columns[0].isdigit() and columns[1][:1].isupper():
+            capitalised += columns[2] != columns[1] and columns[2].lower() == columns[1].lower()
+            columns[2] = columns[1]
+        lines.append("\t".join(columns))
+    system.write_text("\n".join(lines) + "\n", encoding="utf8")
+    gold_bank, system_bank = load_conllu(gold), load_conllu(system)
+    write_results(evaluate_files(gold, system), gold, system, path, errors=error_analysis(gold_bank, system_bank))
+
+    block = ud_errors_block(Results(tmp_path))
+
+    errors = json.loads(path.read_text())["errors"]
+    assert capitalised > 5 and errors["lemmas"]["kinds"]["case"] == capitalised
+    assert f"by kind: case {capitalised:,} (" in block
+    assert "| missed | 0 | 0 |" in block and "| false | 0 | 0 |" in block
+    assert "`results/ud_pipeline_dev_raw_text.json`" in block
+
+
+def test_the_tokenizer_effect_block_subtracts_spacys_tokenizer_from_the_pipelines(tmp_path):
+    from docs_build.ud_blocks import TOKENIZER_EFFECT_ROWS, tokenizer_effect_block
+
+    gold = tmp_path / "gold.conllu"
+    gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
+    (ours, ours_path, _), (stock, stock_path, _) = TOKENIZER_EFFECT_ROWS
+    write_results(evaluate_files(gold, gold), gold, gold, tmp_path / ours_path)
+    assert f"| {stock} | – |" in tokenizer_effect_block(Results(tmp_path))
+    lines = gold.read_text(encoding="utf8").splitlines()
+    relabelled = [  # every relation but the root's becomes `dep`: only LAS and MLAS fall
+        "\t".join(c[:7] + ["dep" if c[7] != "root" else "root"] + c[8:]) if len(c := line.split("\t")) == 10 else line
+        for line in lines
+    ]
+    system = tmp_path / "system.conllu"
+    system.write_text("\n".join(relabelled) + "\n", encoding="utf8")
+    write_results(evaluate_files(gold, system), gold, system, tmp_path / stock_path)
+
+    block = tokenizer_effect_block(Results(tmp_path))
+
+    las = 100 * evaluate_files(gold, system)["LAS"].f1
+    assert las < 90
+    assert f"| {ours} | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 | 100.00 |" in block
+    assert (
+        f"| UD English minus spaCy English | +0.00 | +0.00 | +0.00 | +0.00 | +0.00 | +0.00 | {100 - las:+.2f} |"
+        in block
+    )
+
+
+def test_the_lemma_limit_says_where_the_figure_stands_to_the_target(tmp_path):
+    from docs_build.limits import annotation as annotation_limit
+
+    gold = tmp_path / "gold.conllu"
+    gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
+    path = tmp_path / "results/ud_pipeline_test_gold_tokens.json"
+    write_results(evaluate_files(gold, gold), gold, gold, path)
+    assert "Lemmas F1 100.0 on EWT test with gold tokens, at or above the target of 96.5" in annotation_limit(
+        Results(tmp_path), ud_pipeline=True
+    )
+    system = tmp_path / "system.conllu"  # every lemma the form: far below the bar
+    system.write_text(
+        "\n".join(
+            "\t".join(c[:2] + [c[1]] + c[3:]) if len(c := line.split("\t")) == 10 else line
+            for line in gold.read_text(encoding="utf8").splitlines()
+        )
+        + "\n",
+        encoding="utf8",
+    )
+    write_results(evaluate_files(gold, system), gold, system, path)
+    assert "below the target of 96.5" in annotation_limit(Results(tmp_path), ud_pipeline=True)
+    assert "target" not in annotation_limit(Results(tmp_path), ud_pipeline=False)

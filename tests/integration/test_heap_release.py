@@ -1,0 +1,89 @@
+"""Flat memory while parsing: the pair-scoring components hand glibc's free heap back to the
+system every so many parsed words (`components/memory.py`); results/bench_memory.json measures it."""
+
+import ctypes
+
+import pytest
+
+from spacy_pairatt.integration import memory
+from spacy_pairatt.integration.memory import FreeHeapRelease, glibc, resident_bytes
+from tests.conftest import examples_from_docs, make_pipeline
+
+needs_glibc = pytest.mark.skipif(glibc() is None, reason="malloc_trim is glibc's")
+MB = 1024 * 1024
+
+
+@needs_glibc
+def test_a_release_returns_free_pages_inside_the_heap():
+    """Holes in the heap (every other 64 kB block freed, the rest kept) are not given back by free():
+    only a release is. The drop in RSS is most of the holes' 64 MB."""
+    libc = glibc()
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    blocks = [libc.malloc(64 * 1024) for _ in range(2048)]
+    try:
+        for block in blocks:
+            ctypes.memset(block, 1, 64 * 1024)
+        for block in blocks[::2]:
+            libc.free(block)
+        before = resident_bytes()
+        release = FreeHeapRelease(words_between=1, min_growth_bytes=0)
+        release.rss_after_release = 0
+        assert release.parsed(1)
+        assert before - resident_bytes() > 40 * MB
+    finally:
+        for block in blocks[1::2]:
+            libc.free(block)
+
+
+def test_releases_come_once_per_interval_of_words_and_only_after_growth(monkeypatch):
+    rss = {"now": 500 * MB}
+    monkeypatch.setattr(memory, "resident_bytes", lambda: rss["now"])
+    trims = []
+    monkeypatch.setattr(memory, "glibc", lambda: type("libc", (), {"malloc_trim": staticmethod(trims.append)}))
+    release = FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB)
+    assert not release.parsed(60)  # within the interval
+    rss["now"] += 20 * MB
+    assert not release.parsed(60)  # the interval is over, but RSS grew too little
+    rss["now"] += 40 * MB
+    assert not release.parsed(99)
+    assert release.parsed(1) and trims == [0] and release.rss_after_release == 560 * MB
+    assert not release.parsed(100)  # no growth since the release
+    assert not FreeHeapRelease(words_between=0, min_growth_bytes=0).parsed(10**9)  # off
+
+
+def test_parsing_reports_its_words_to_the_process_heap_release(tiny_bert_dir, ud_train_docs, monkeypatch):
+    nlp = make_pipeline(tiny_bert_dir)
+    nlp.initialize(lambda: examples_from_docs(nlp, ud_train_docs[:5]))
+    counted = []
+    monkeypatch.setattr(memory.HEAP_RELEASE, "parsed", counted.append)
+    texts = ["The cat sat on the mat .", "It did n't move at all ."]
+    docs = list(nlp.pipe(texts, batch_size=1)) + [nlp(texts[0])]
+    assert counted == [len(doc) for doc in docs]
+
+
+def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
+    """limits.heap: the growth and the speed cost while either bar is missed; nothing once both are met."""
+    import json
+
+    from docs_build.limits import heap as heap_limit
+    from docs_build.limits import limits
+    from docs_build.results import Results
+
+    def bench(peak_20k, cost, longest=20000):
+        runs = [{"sentences": 2000, "heap_release": True, "peak_rss_mb_while_parsing": 1000.0},
+                {"sentences": longest, "heap_release": True, "peak_rss_mb_while_parsing": peak_20k}]  # fmt: skip
+        memory = {"runs": runs, "peak_rss_growth": peak_20k / 1000 - 1, "heap_release": {"words_between": 25000},
+                  "speed_check": {"speed_cost_at_default_interval": cost},
+                  "bytes_kept_per_doc": {"no release component": 500000, "release": 50000},
+                  "provenance": {"created": "2100-01-01T00:00:00+00:00"}}  # fmt: skip
+        (tmp_path / "results").mkdir(exist_ok=True)
+        (tmp_path / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
+        return Results(tmp_path)
+
+    assert "grew +12% from 2,000 to 20,000" in heap_limit(bench(1120.0, 0.01))
+    assert "at 4.0% of parse speed (target 3%)" in heap_limit(bench(1050.0, 0.04))
+    assert "from 2,000 to 5,000" in heap_limit(bench(1050.0, 0.01, longest=5000))  # too short to tell
+    results = bench(1050.0, 0.01)
+    assert heap_limit(results) is None
+    assert not any("heap" in text for text in limits(results, ud_pipeline=False))
