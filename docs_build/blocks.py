@@ -49,7 +49,10 @@ class Prose:
         return dict(zip(parts[::2], texts))
 
     def __call__(self, piece: str, /, **fields) -> str:
-        return FIGURES.format(self.pieces[piece], **fields)
+        try:
+            return FIGURES.format(self.pieces[piece], **fields)
+        except (KeyError, IndexError) as missing:  # a results file from an older command, or a hand-edited one
+            raise ValueError(f"templates/{self.path.name}, piece {piece!r}: its figures lack {missing}") from None
 
     def table(self, piece: str, rows: Iterable[Mapping]) -> str:
         """The piece's table (its header, and a last line that formats a row) over `rows`; no blank line after."""

@@ -282,3 +282,10 @@ def test_the_docs_tool_is_not_installed_with_the_package():
         subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, check=True).stdout
     )
     assert "spacy_pairatt.cli" in packages and not [name for name in packages if "docs_build" in name]
+
+
+def test_a_results_file_without_a_figure_is_named_in_one_line():
+    from docs_build.blocks import Prose
+
+    with pytest.raises(ValueError, match=r"model_card_measured.md, piece 'parser-test': its figures lack 'dep_las'"):
+        Prose("model_card_measured.md")("parser-test", result={"scores": {"dep_uas": 0.9}})
