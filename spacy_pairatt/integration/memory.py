@@ -12,9 +12,11 @@ encoder spent a third of its time in the kernel. So only training asks for it (s
 
 Parsing keeps glibc's own thresholds, and its heap grows the same way, more slowly: in a long
 stream the free part of the heap grows while the part in use stays flat (docs/performance.md#memory).
-`FreeHeapRelease` hands those free pages back (malloc_trim) every so many parsed words: one release
-costs a trim and the page faults of the next batches, paid once per interval rather than for
-every array.
+`FreeHeapRelease` hands those free pages back (malloc_trim) as soon as RSS has grown by a set amount
+since the last release, looking every so many parsed words: one release costs a trim and the page
+faults of the next batches, paid once per release rather than for every array. Looking at RSS often
+bounds the peak at the last release's RSS plus that amount and one batch's work; releasing on a
+fixed schedule instead let the RSS between two releases grow with the stream.
 """
 
 import ctypes
@@ -31,10 +33,11 @@ from spacy.util import registry
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024
-# Parsing: release the free heap about every 10 s of parsing on 2 cores (EWT, ~2,500 words/s); its cost
-# and the growth it stops: results/bench_memory.json, docs/performance.md#memory.
-WORDS_BETWEEN_RELEASES = 25_000
-MIN_GROWTH_BYTES = 32 * 1024 * 1024
+# Parsing: look at RSS every 1,000 parsed words (reading /proc/self/statm) and release the free heap
+# once RSS has grown 64 MB since the last release; its cost and the growth it stops:
+# results/bench_memory.json, docs/performance.md#memory.
+WORDS_BETWEEN_RELEASES = 1_000
+MIN_GROWTH_BYTES = 64 * 1024 * 1024
 
 _applied = False
 
@@ -93,8 +96,9 @@ def heap_usage() -> Optional[Dict[str, int]]:
 
 
 class FreeHeapRelease:
-    """Hands glibc's free heap pages back to the system (malloc_trim) every `words_between` parsed
-    words, when the RSS has grown by more than `min_growth_bytes` since the last release.
+    """Hands glibc's free heap pages back to the system (malloc_trim) when, looked at every
+    `words_between` parsed words, the RSS has grown by more than `min_growth_bytes` since the last
+    release.
 
     One per process (HEAP_RELEASE), since the heap is the process's: the pair-scoring components
     report the words they parse. words_between 0 turns it off. Does nothing without glibc.
