@@ -80,7 +80,13 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
         return PROSE("heap-unreleased", growth=growth)
     if heap_growth_within_bars(memory) and not stale:
         return None
-    return PROSE("heap-released", memory=memory, growth=growth, speed_bar=HEAP_RELEASE_SPEED_BAR)
+    return PROSE(
+        "heap-released",
+        memory=memory,
+        growth=growth,
+        speed_bar=HEAP_RELEASE_SPEED_BAR,
+        growth_mib=memory["heap_release"]["min_growth_bytes"] / 2**20,
+    )
 
 
 def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:

@@ -73,7 +73,8 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
     def bench(peak_20k, cost, longest=20000):
         runs = [{"sentences": 2000, "heap_release": True, "peak_rss_mb_while_parsing": 1000.0},
                 {"sentences": longest, "heap_release": True, "peak_rss_mb_while_parsing": peak_20k}]  # fmt: skip
-        memory = {"runs": runs, "peak_rss_growth": peak_20k / 1000 - 1, "heap_release": {"words_between": 25000},
+        memory = {"runs": runs, "peak_rss_growth": peak_20k / 1000 - 1,
+                  "heap_release": {"words_between": 1000, "min_growth_bytes": 64 * MB},
                   "speed_check": {"speed_cost_at_default_interval": cost},
                   "bytes_kept_per_doc": {"no release component": 500000, "release": 50000},
                   "provenance": {"created": "2100-01-01T00:00:00+00:00"}}  # fmt: skip
