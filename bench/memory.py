@@ -1,4 +1,5 @@
-"""Memory benchmark: peak RSS of nlp.pipe over 2,000 and 20,000 sentences.
+"""Memory benchmark: peak RSS of nlp.pipe over streams of EWT sentences (`--sizes`: 2,000 and 20,000 by
+default; bench-memory adds 50,000).
 
 Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_attention` after
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user
@@ -11,7 +12,7 @@ on both alike: blocks of the same 30,000 words of sentences, the release off and
 as the components release, looking at RSS every so many words), words/s of each. Also what one
 parsed Doc keeps with and without the release component, for users who hold on to their Docs.
 
-    python bench/memory.py --model training/pairatt/model-best --output results/bench_memory.json
+    python bench/memory.py --model training/pairatt/model-best --sizes 2000,20000,50000 --output results/bench_memory.json
 """
 
 import argparse
