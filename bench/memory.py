@@ -12,7 +12,8 @@ on both alike: blocks of the same 30,000 words of sentences, the release off and
 as the components release, looking at RSS every so many words), words/s of each. Also what one
 parsed Doc keeps with and without the release component, for users who hold on to their Docs.
 
-    python bench/memory.py --model training/pairatt/model-best --sizes 2000,20000,50000 --output results/bench_memory.json
+    python bench/memory.py --model training/pairatt/model-best --sizes 2000,20000,50000 \
+        --output results/bench_memory.json
 """
 
 import argparse
