@@ -86,6 +86,11 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
         growth=growth,
         speed_bar=HEAP_RELEASE_SPEED_BAR,
         growth_mib=memory["heap_release"]["min_growth_bytes"] / 2**20,
+        mapped=(
+            f"maps arrays of {memory['heap_release']['mmap_threshold_bytes'] / 2**20:.0f} MB and more, "
+            if "mmap_threshold_bytes" in memory["heap_release"]
+            else ""
+        ),
     )
 
 

@@ -10,13 +10,14 @@ The price is a page fault for every page of every big array, each time one is al
 encoder spent a third of its time in the kernel. So only training asks for it (spaCy runs
 `before_init` when a config is trained, never when a pipeline is loaded).
 
-Parsing keeps glibc's own thresholds, and its heap grows the same way, more slowly: in a long
-stream the free part of the heap grows while the part in use stays flat (docs/performance.md#memory).
-`FreeHeapRelease` hands those free pages back (malloc_trim) as soon as RSS has grown by a set amount
-since the last release, looking every so many parsed words: one release costs a trim and the page
-faults of the next batches, paid once per release rather than for every array. Looking at RSS often
-bounds the peak at the last release's RSS plus that amount and one batch's work; releasing on a
-fixed schedule instead let the RSS between two releases grow with the stream.
+Parsing grows its heap the same way, more slowly: in a long stream the free part of the heap grows
+while the part in use stays flat (docs/performance.md#memory). `FreeHeapRelease` bounds it two ways
+once parsing starts. It fixes the mmap threshold at 4 MB, so the largest arrays of a batch (attention
+maps, the pair scorer's chunks) are mapped and handed back when freed instead of fragmenting the
+heap; their page faults are small next to the work on them, unlike the faults of every array above
+128 kB. And it hands the heap's free pages back (malloc_trim) once RSS has grown by a set amount
+since the last release, looking every so many parsed words: a release costs a trim and the page
+faults of the next batches, and an amount below what a batch touches releases after every batch.
 """
 
 import ctypes
@@ -33,11 +34,15 @@ from spacy.util import registry
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024
-# Parsing: look at RSS every 1,000 parsed words (reading /proc/self/statm) and release the free heap
-# once RSS has grown 64 MB since the last release; its cost and the growth it stops:
-# results/bench_memory.json, docs/performance.md#memory.
+# Parsing: arrays from 4 MB up are mapped; look at RSS every 1,000 parsed words (reading
+# /proc/self/statm) and release the free heap once RSS has grown 128 MB since the last release. Their
+# cost and the growth they stop: results/bench_memory.json, docs/performance.md#memory.
+PARSING_MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
 WORDS_BETWEEN_RELEASES = 1_000
-MIN_GROWTH_BYTES = 64 * 1024 * 1024
+MIN_GROWTH_BYTES = 128 * 1024 * 1024
+# glibc's own ceiling for its rising mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems):
+# where a long parse with glibc's defaults ends up.
+GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
 _applied = False
 
@@ -96,24 +101,29 @@ def heap_usage() -> Optional[Dict[str, int]]:
 
 
 class FreeHeapRelease:
-    """Hands glibc's free heap pages back to the system (malloc_trim) when, looked at every
-    `words_between` parsed words, the RSS has grown by more than `min_growth_bytes` since the last
-    release.
+    """Bounds the heap of a parsing process: maps arrays from `mmap_threshold_bytes` up and hands
+    glibc's free heap pages back to the system (malloc_trim) when, looked at every `words_between`
+    parsed words, the RSS has grown by more than `min_growth_bytes` since the last release.
 
     One per process (HEAP_RELEASE), since the heap is the process's: the pair-scoring components
-    report the words they parse. words_between 0 turns it off. Does nothing without glibc.
+    report the words they parse. words_between 0 turns it off. Does nothing without glibc, and
+    leaves the thresholds alone where training has fixed them (`limit_heap_fragmentation`).
     """
 
-    def __init__(self, words_between: int, min_growth_bytes: int):
+    def __init__(self, words_between: int, min_growth_bytes: int, mmap_threshold_bytes: int):
         self.words_between, self.min_growth_bytes = words_between, min_growth_bytes
+        self.mmap_threshold_bytes = mmap_threshold_bytes
         self.words = 0
         self.rss_after_release = resident_bytes()
+        self.threshold_set = False
         self.releases, self.seconds = 0, 0.0  # what releasing has cost, in malloc_trim itself
 
     def parsed(self, n_words: int) -> bool:
         """Count parsed words; release the free heap when an interval is over. True when released."""
         if self.words_between <= 0:
             return False
+        if not self.threshold_set:
+            self.set_mmap_threshold(self.mmap_threshold_bytes)
         self.words += n_words
         if self.words < self.words_between:
             return False
@@ -121,6 +131,13 @@ class FreeHeapRelease:
         if resident_bytes() - self.rss_after_release <= self.min_growth_bytes:
             return False
         return self.release()
+
+    def set_mmap_threshold(self, size: int) -> None:
+        """Map arrays of `size` bytes and more (glibc's threshold stops rising once it is set)."""
+        libc = glibc()
+        if libc is not None and not _applied:
+            libc.mallopt(M_MMAP_THRESHOLD, size)
+        self.threshold_set = True
 
     def release(self) -> bool:
         libc = glibc()
@@ -146,4 +163,4 @@ def make_training_heap_bound() -> Callable[[Language], Language]:
     return bound_heap
 
 
-HEAP_RELEASE = FreeHeapRelease(WORDS_BETWEEN_RELEASES, MIN_GROWTH_BYTES)
+HEAP_RELEASE = FreeHeapRelease(WORDS_BETWEEN_RELEASES, MIN_GROWTH_BYTES, PARSING_MMAP_THRESHOLD_BYTES)

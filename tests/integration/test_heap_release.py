@@ -1,5 +1,6 @@
-"""Flat memory while parsing: the pair-scoring components hand glibc's free heap back to the
-system every so many parsed words (`components/memory.py`); results/bench_memory.json measures it."""
+"""Flat memory while parsing: the pair-scoring components map large arrays and hand glibc's free heap
+back to the system every so many parsed words (`integration/memory.py`); results/bench_memory.json
+measures it."""
 
 import ctypes
 
@@ -27,7 +28,7 @@ def test_a_release_returns_free_pages_inside_the_heap():
         for block in blocks[::2]:
             libc.free(block)
         before = resident_bytes()
-        release = FreeHeapRelease(words_between=1, min_growth_bytes=0)
+        release = FreeHeapRelease(words_between=1, min_growth_bytes=0, mmap_threshold_bytes=4 * MB)
         release.rss_after_release = 0
         assert release.parsed(1)
         assert before - resident_bytes() > 40 * MB
@@ -36,20 +37,82 @@ def test_a_release_returns_free_pages_inside_the_heap():
             libc.free(block)
 
 
+class FakeGlibc:
+    """Records what FreeHeapRelease asks of glibc."""
+
+    def __init__(self):
+        self.trims, self.settings = [], []
+
+    def malloc_trim(self, pad: int) -> None:
+        self.trims.append(pad)
+
+    def mallopt(self, option: int, value: int) -> int:
+        self.settings.append((option, value))
+        return 1
+
+
 def test_releases_come_once_per_interval_of_words_and_only_after_growth(monkeypatch):
     rss = {"now": 500 * MB}
     monkeypatch.setattr(memory, "resident_bytes", lambda: rss["now"])
-    trims = []
-    monkeypatch.setattr(memory, "glibc", lambda: type("libc", (), {"malloc_trim": staticmethod(trims.append)}))
-    release = FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB)
+    libc = FakeGlibc()
+    monkeypatch.setattr(memory, "glibc", lambda: libc)
+    release = FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB, mmap_threshold_bytes=4 * MB)
     assert not release.parsed(60)  # within the interval
     rss["now"] += 20 * MB
     assert not release.parsed(60)  # the interval is over, but RSS grew too little
     rss["now"] += 40 * MB
     assert not release.parsed(99)
-    assert release.parsed(1) and trims == [0] and release.rss_after_release == 560 * MB
+    assert release.parsed(1) and libc.trims == [0] and release.rss_after_release == 560 * MB
     assert not release.parsed(100)  # no growth since the release
-    assert not FreeHeapRelease(words_between=0, min_growth_bytes=0).parsed(10**9)  # off
+    assert not FreeHeapRelease(words_between=0, min_growth_bytes=0, mmap_threshold_bytes=4 * MB).parsed(10**9)  # off
+
+
+def test_parsing_fixes_the_mmap_threshold_once_unless_training_has(monkeypatch):
+    libc = FakeGlibc()
+    monkeypatch.setattr(memory, "glibc", lambda: libc)
+    release = FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB, mmap_threshold_bytes=4 * MB)
+    release.parsed(10)
+    release.parsed(10)
+    assert libc.settings == [(memory.M_MMAP_THRESHOLD, 4 * MB)]
+    off = FreeHeapRelease(words_between=0, min_growth_bytes=32 * MB, mmap_threshold_bytes=4 * MB)
+    off.parsed(10)
+    assert libc.settings == [(memory.M_MMAP_THRESHOLD, 4 * MB)]  # turned off: glibc's own thresholds
+    monkeypatch.setattr(memory, "_applied", True)  # training's tighter thresholds stay
+    FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB, mmap_threshold_bytes=4 * MB).parsed(10)
+    assert libc.settings == [(memory.M_MMAP_THRESHOLD, 4 * MB)]
+
+
+@needs_glibc
+def test_arrays_above_the_threshold_go_back_to_the_system_when_freed(monkeypatch):
+    """Blocks of 8 MB freed between live ones: kept in the heap under glibc's risen threshold (its
+    ceiling, 32 MB), handed back at once under the parsing threshold of 4 MB."""
+    monkeypatch.setattr(memory, "_applied", False)  # as in a process that has not trained
+    libc = glibc()
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    release = FreeHeapRelease(words_between=1, min_growth_bytes=2**60, mmap_threshold_bytes=4 * MB)
+
+    def rss_drop_after_freeing_every_other_block() -> int:
+        blocks = [libc.malloc(8 * MB) for _ in range(16)]
+        for block in blocks:
+            ctypes.memset(block, 1, 8 * MB)
+        before = resident_bytes()
+        for block in blocks[::2]:
+            libc.free(block)
+        dropped = before - resident_bytes()
+        for block in blocks[1::2]:
+            libc.free(block)
+        return dropped
+
+    try:
+        release.set_mmap_threshold(memory.GLIBC_MMAP_THRESHOLD_MAX)
+        kept = rss_drop_after_freeing_every_other_block()
+        release.set_mmap_threshold(4 * MB)
+        returned = rss_drop_after_freeing_every_other_block()
+    finally:
+        libc.malloc_trim(0)
+    assert kept < 16 * MB and returned > 56 * MB
 
 
 def test_parsing_reports_its_words_to_the_process_heap_release(tiny_bert_dir, ud_train_docs, monkeypatch):
@@ -70,7 +133,7 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
     from docs_build.limits import limits
     from docs_build.results import Results
 
-    def bench(peak_20k, cost, longest=20000):
+    def bench(peak_20k, cost, longest=20000, mmap_threshold=None):
         runs = [{"sentences": 2000, "heap_release": True, "peak_rss_mb_while_parsing": 1000.0},
                 {"sentences": longest, "heap_release": True, "peak_rss_mb_while_parsing": peak_20k}]  # fmt: skip
         memory = {"runs": runs, "peak_rss_growth": peak_20k / 1000 - 1,
@@ -78,12 +141,16 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
                   "speed_check": {"speed_cost_at_default_interval": cost},
                   "bytes_kept_per_doc": {"no release component": 500000, "release": 50000},
                   "provenance": {"created": "2100-01-01T00:00:00+00:00"}}  # fmt: skip
+        if mmap_threshold:
+            memory["heap_release"]["mmap_threshold_bytes"] = mmap_threshold
         (tmp_path / "results").mkdir(exist_ok=True)
         (tmp_path / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
         return Results(tmp_path)
 
     assert "grew +12% from 2,000 to 20,000" in heap_limit(bench(1120.0, 0.01))
     assert "at 4.0% of parse speed (target 3%)" in heap_limit(bench(1050.0, 0.04))
+    assert "Parsing maps arrays of 4 MB and more, hands" in heap_limit(bench(1050.0, 0.04, mmap_threshold=4 * MB))
+    assert "Parsing hands" in heap_limit(bench(1050.0, 0.04))  # a bench made before the threshold
     assert "from 2,000 to 5,000" in heap_limit(bench(1050.0, 0.01, longest=5000))  # too short to tell
     results = bench(1050.0, 0.01)
     assert heap_limit(results) is None
