@@ -14,10 +14,11 @@ Parsing grows its heap the same way, more slowly: in a long stream the free part
 while the part in use stays flat (docs/performance.md#memory). `FreeHeapRelease` bounds it two ways
 once parsing starts. It fixes the mmap threshold at 4 MB, so the largest arrays of a batch (attention
 maps, the pair scorer's chunks) are mapped and handed back when freed instead of fragmenting the
-heap; their page faults are small next to the work on them, unlike the faults of every array above
-128 kB. And it hands the heap's free pages back (malloc_trim) once RSS has grown by a set amount
-since the last release, looking every so many parsed words: a release costs a trim and the page
-faults of the next batches, and an amount below what a batch touches releases after every batch.
+heap; their pages fault in at each allocation, as every array above 128 kB does under the training
+bound, but these arrays are few. And it hands the heap's free pages back (malloc_trim) once RSS has
+grown by a set amount since the last release, looking every so many parsed words: a release costs a
+trim and the page faults of the next batches, and an amount below what a batch touches releases
+after every batch.
 """
 
 import ctypes
