@@ -1,17 +1,20 @@
 """Memory benchmark: peak RSS of nlp.pipe over streams of EWT sentences (`--sizes`: 2,000 and 20,000 by
-default; bench-memory adds 50,000).
+default; bench-memory adds 50,000), under each allocator `--allocators` names.
 
 Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_attention` after
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user
 parsing a large corpus would. RSS is sampled every 50 Docs while parsing; the process peak also
-counts building the pipeline. The components hand free heap back as they parse
-(`integration/memory.py`, HEAP_RELEASE); `--compare-without-release` adds each size with that off.
+counts building the pipeline. Allocators: "glibc", the C library's malloc, where the components
+hand free heap back as they parse (`integration/memory.py`, HEAP_RELEASE; `--compare-without-release`
+adds each size with that off); "jemalloc", preloaded as `python -m spacy_pairatt` does where the
+system has it (`spacy_pairatt/allocator.py`; skipped, and said so, where it has not).
 
-What the bound costs in speed, measured in one fresh process so that the machine's load falls
-on both alike: blocks of the same 30,000 words of sentences, off and on in turn, words/s of each.
-On: as the components run (large arrays mapped, a release once RSS has grown); off: no release and
-glibc's mmap threshold at its ceiling, where its own rising threshold ends in a long parse. Also what one
-parsed Doc keeps with and without the release component, for users who hold on to their Docs.
+What each costs in speed against glibc's malloc left alone (no release, its mmap threshold at the
+ceiling its own rising threshold reaches in a long parse), over blocks of the same 30,000 words of
+sentences: for glibc's release, off and on in turn in one fresh process, so that the machine's load
+falls on both alike; for jemalloc, which a process cannot switch to, in fresh processes taking turns
+(ABBA), each timing the block twice. Also what one parsed Doc keeps with and without the release
+component, for users who hold on to their Docs.
 
     python bench/memory.py --model training/pairatt/model-best --sizes 2000,20000,50000 \
         --output results/bench_memory.json
@@ -20,24 +23,35 @@ parsed Doc keeps with and without the release component, for users who hold on t
 import argparse
 import itertools
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import spacy
 from pipelines import build_pipeline, load_docs, unannotated
+from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_pairatt.integration.memory import GLIBC_MMAP_THRESHOLD_MAX, HEAP_RELEASE, heap_usage
+from spacy_pairatt.allocator import ALLOCATOR_VARIABLE, jemalloc_library, jemalloc_version
+from spacy_pairatt.integration.memory import GLIBC_MMAP_THRESHOLD_MAX, HEAP_RELEASE, glibc, heap_usage
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 
 CORPUS = tuple(f"corpus/ud_ewt/en_ewt-ud-{split}.spacy" for split in ("train", "dev", "test"))
 SPEED_BLOCK_WORDS = 30_000
+SPEED_PASSES = 2  # per process, in jemalloc's speed check
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
 
 
 def rss_mb() -> float:
@@ -100,10 +114,11 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
     heap = heap_usage() or {}
     return {
         "sentences": n,
+        "allocator": allocator_in_use(),
         # which checkpoint of a trained model ran (spacy train rewrites model-best as it improves)
         "model_dev_las": nlp.meta.get("performance", {}).get("dep_las") if model else None,
         "release_component": True,
-        "heap_release": heap_release,
+        "heap_release": heap_release and glibc() is not None,
         "heap_releases": HEAP_RELEASE.releases,
         "heap_release_seconds": round(HEAP_RELEASE.seconds, 3),
         # glibc's heap once the stream is parsed: in use (live data) against free (kept by glibc)
@@ -121,17 +136,86 @@ def on_over_off(speeds: Dict[str, List[float]]) -> float:
     return float(np.mean(speeds["on"]) / np.mean(speeds["off"]))
 
 
-def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
-    """words/s of the same block of sentences with the heap release off and on in turn (see the docstring)."""
+def allocator_in_use() -> str:
+    version = jemalloc_version()
+    return f"jemalloc {version.split('-')[0]}" if version else "glibc" if glibc() else "system"
+
+
+def speed_block(model: str, batch_size: int) -> Tuple[Language, List[Doc], int]:
+    """The pipeline, the speed checks' block of EWT dev sentences (cycled to SPEED_BLOCK_WORDS words,
+    long enough for the releases of a steady stream) and its words, after a warm-up pass."""
     nlp = pipeline(model)
     gold = load_docs(Path(CORPUS[1]), nlp)
     block, n_words = [], 0
-    for doc in itertools.cycle(gold):  # long enough for the releases of a steady stream
+    for doc in itertools.cycle(gold):
         block.append(doc)
         n_words += len(doc)
         if n_words >= SPEED_BLOCK_WORDS:
             break
     list(nlp.pipe(unannotated(block[:64]), batch_size=batch_size))  # warm-up
+    return nlp, block, n_words
+
+
+def timed_pass(nlp: Language, block: List[Doc], batch_size: int) -> Tuple[float, float]:
+    """Wall and CPU seconds of one pass of nlp.pipe over the block."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    for _ in nlp.pipe(unannotated(block), batch_size=batch_size):
+        pass
+    return time.perf_counter() - start, time.process_time() - cpu_start
+
+
+def allocator_speed_child(passes: int, batch_size: int, model: str) -> Dict:
+    """words/s of `passes` passes over the speed block, after one untimed, under this process's allocator,
+    with glibc's malloc left alone (no release, its mmap threshold at its ceiling)."""
+    HEAP_RELEASE.words_between = 0
+    HEAP_RELEASE.set_mmap_threshold(GLIBC_MMAP_THRESHOLD_MAX)
+    nlp, block, n_words = speed_block(model, batch_size)
+    timed_pass(nlp, block, batch_size)  # a fresh process's first pass is slower under either allocator
+    times = [timed_pass(nlp, block, batch_size) for _ in range(passes)]
+    return {
+        "allocator": allocator_in_use(),
+        "words_per_second": [round(n_words / wall, 1) for wall, _ in times],
+        "words_per_cpu_second": [round(n_words / cpu, 1) for _, cpu in times],
+    }
+
+
+def allocator_speed_check(pairs: int, common: List[str]) -> Dict:
+    """jemalloc's speed against glibc's malloc left alone: fresh processes taking turns (ABBA), each
+    timing SPEED_PASSES passes over the speed block after an untimed one."""
+    speeds: Dict[str, List[float]] = {"glibc": [], "jemalloc": []}
+    cpu_speeds: Dict[str, List[float]] = {"glibc": [], "jemalloc": []}
+    for pair in range(pairs):
+        for allocator in ("glibc", "jemalloc") if pair % 2 == 0 else ("jemalloc", "glibc"):
+            timed = run_child("--allocator-speed-child", str(SPEED_PASSES), *common, allocator=allocator)
+            speeds[allocator] += timed["words_per_second"]
+            cpu_speeds[allocator] += timed["words_per_cpu_second"]
+    wall_ratio = float(np.mean(speeds["jemalloc"]) / np.mean(speeds["glibc"]))
+    cpu_ratio = float(np.mean(cpu_speeds["jemalloc"]) / np.mean(cpu_speeds["glibc"]))
+    return {
+        "processes_per_allocator": pairs,
+        "passes_per_process": SPEED_PASSES,
+        **{f"words_per_second_{name}": values for name, values in speeds.items()},
+        **{f"words_per_cpu_second_{name}": values for name, values in cpu_speeds.items()},
+        "mean_ratio_jemalloc_over_glibc": round(wall_ratio, 4),
+        "speed_cost": round(1 - wall_ratio, 4),
+        "cpu_cost": round(1 - cpu_ratio, 4),
+    }
+
+
+def allocator_environment(allocator: str) -> Optional[Dict[str, str]]:
+    """The environment a child runs under `allocator` with: LD_PRELOAD without jemalloc for glibc,
+    with the system's jemalloc (or SPACY_PAIRATT_ALLOCATOR's) first for jemalloc; None where there is none."""
+    preloaded = [name for name in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if "jemalloc" not in name]
+    environ = {**os.environ, "LD_PRELOAD": " ".join(preloaded), ALLOCATOR_VARIABLE: "system"}
+    if allocator == "glibc":
+        return environ
+    library = jemalloc_library({**os.environ, ALLOCATOR_VARIABLE: os.environ.get(ALLOCATOR_VARIABLE, "jemalloc")})
+    return None if library is None else {**environ, "LD_PRELOAD": " ".join([library, *preloaded])}
+
+
+def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
+    """words/s of the same block of sentences with the heap release off and on in turn (see the docstring)."""
+    nlp, block, n_words = speed_block(model, batch_size)
     words_between = HEAP_RELEASE.words_between
     speeds: Dict[str, List[float]] = {"off": [], "on": []}
     cpu_speeds: Dict[str, List[float]] = {"off": [], "on": []}  # per CPU second: what other work on the machine takes
@@ -144,11 +228,9 @@ def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
                 HEAP_RELEASE.mmap_threshold_bytes if setting == "on" else GLIBC_MMAP_THRESHOLD_MAX
             )
             HEAP_RELEASE.words, before = 0, HEAP_RELEASE.releases
-            start, cpu_start = time.perf_counter(), time.process_time()
-            for _ in nlp.pipe(unannotated(block), batch_size=batch_size):
-                pass
-            speeds[setting].append(n_words / (time.perf_counter() - start))
-            cpu_speeds[setting].append(n_words / (time.process_time() - cpu_start))
+            wall, cpu = timed_pass(nlp, block, batch_size)
+            speeds[setting].append(n_words / wall)
+            cpu_speeds[setting].append(n_words / cpu)
             if setting == "on":
                 releases.append(HEAP_RELEASE.releases - before)
     wall_ratio, cpu_ratio = on_over_off(speeds), on_over_off(cpu_speeds)
@@ -184,12 +266,22 @@ def kept_per_doc(batch_size: int, model: str, n_docs: int = 200) -> Dict:
     return results
 
 
-def run_child(*options: str) -> Dict:
+def run_child(*options: str, allocator: str = "glibc") -> Dict:
+    """Run this script with `options` in a fresh process under `allocator`; its last line, parsed."""
     command = [sys.executable, __file__, *options]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True, env=allocator_environment(allocator)
+    ).stdout
     result = json.loads(output.strip().splitlines()[-1])
     print(result, flush=True)
+    if not result.get("allocator", allocator).startswith(allocator):
+        raise SystemExit(f"bench/memory.py: a child asked to run under {allocator} ran under {result['allocator']}")
     return result
+
+
+def growth(runs: List[Dict], key: str = "peak_rss_mb_while_parsing") -> float:
+    """The longest run's peak RSS over the shortest's, less one."""
+    return round(runs[-1][key] / runs[0][key] - 1, 4)
 
 
 def main() -> None:
@@ -200,10 +292,16 @@ def main() -> None:
     parser.add_argument("--speed-pairs", type=int, default=8, help="off/on block pairs of the speed check")
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
     parser.add_argument("--release-words", type=int, help="words between heap releases (default: the components')")
-    parser.add_argument("--release-growth-mb", type=int, help="RSS growth in MB that triggers a release")
+    parser.add_argument(
+        "--release-growth-mb", type=positive, help="RSS growth in MB that triggers a release (more than 0)"
+    )
+    parser.add_argument(
+        "--allocators", default="glibc,jemalloc", help="glibc (with the heap release), jemalloc (where installed)"
+    )
     parser.add_argument("--output", default="results/bench_memory.json")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--speed-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--allocator-speed-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--no-heap-release", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.release_words:
@@ -216,6 +314,15 @@ def main() -> None:
     if args.speed_child:
         print(json.dumps(speed_child(args.speed_child, args.batch_size, args.model)))
         return
+    if args.allocator_speed_child:
+        print(json.dumps(allocator_speed_child(args.allocator_speed_child, args.batch_size, args.model)))
+        return
+    allocators = args.allocators.split(",")
+    if not set(allocators) <= {"glibc", "jemalloc"} or "glibc" not in allocators:
+        parser.error(f"--allocators: glibc, optionally with jemalloc (got {args.allocators!r})")
+    if "jemalloc" in allocators and allocator_environment("jemalloc") is None:
+        print("bench/memory.py: no jemalloc installed (apt install libjemalloc2): glibc only", file=sys.stderr)
+        allocators = ["glibc"]
     common = [
         "--batch-size",
         str(args.batch_size),
@@ -227,12 +334,15 @@ def main() -> None:
         str(HEAP_RELEASE.min_growth_bytes // 2**20),
     ]
     runs: List[Dict] = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    sizes = [int(size) for size in args.sizes.split(",")]
+    for size in sizes:
         runs.append(run_child("--child", str(size), *common))
         if args.compare_without_release:
             runs.append(run_child("--child", str(size), "--no-heap-release", *common))
     released = [run for run in runs if run["heap_release"]]
     smallest, largest = released[0], released[-1]
+    if not released or released[0]["allocator"] != "glibc":
+        raise SystemExit(f"bench/memory.py: the children ran under {runs[0]['allocator']}, not glibc's malloc")
     result = {
         "model": args.model or "configs/parser_minilm.cfg, initialised",
         "heap_release": {
@@ -241,16 +351,22 @@ def main() -> None:
             "mmap_threshold_bytes": HEAP_RELEASE.mmap_threshold_bytes,
         },
         "runs": runs,
-        "peak_rss_growth": round(largest["peak_rss_mb_while_parsing"] / smallest["peak_rss_mb_while_parsing"] - 1, 4),
+        "peak_rss_growth": growth(released),
         "words_per_second_ratio": round(largest["words_per_second"] / smallest["words_per_second"], 3),
         "speed_check": run_child("--speed-child", str(args.speed_pairs), *common),
         "bytes_kept_per_doc": kept_per_doc(args.batch_size, args.model),
     }
     unreleased = [run for run in runs if not run["heap_release"]]
     if len(unreleased) > 1:
-        result["peak_rss_growth_without_release"] = round(
-            unreleased[-1]["peak_rss_mb_while_parsing"] / unreleased[0]["peak_rss_mb_while_parsing"] - 1, 4
-        )
+        result["peak_rss_growth_without_release"] = growth(unreleased)
+    if "jemalloc" in allocators:
+        jemalloc_runs = [run_child("--child", str(size), *common, allocator="jemalloc") for size in sizes]
+        result["jemalloc"] = {
+            "version": jemalloc_runs[0]["allocator"],
+            "runs": jemalloc_runs,
+            "peak_rss_growth": growth(jemalloc_runs),
+            "speed_check": allocator_speed_check(args.speed_pairs // 2, common),
+        }
     result["provenance"] = provenance(seed=None)
     print(write_json(args.output, result))
 

@@ -10,6 +10,13 @@ from pathlib import Path
 from statistics import mean
 from typing import Dict, List
 
+from spacy_pairatt.reports import (
+    HEAP_SPEED_BAR,
+    heap_growth_targets,
+    heap_growth_within_bars,
+    heap_release_setting,
+)
+
 
 def load(path: Path) -> Dict:
     return json.loads(path.read_text(encoding="utf8")) if path.exists() else {}
@@ -17,6 +24,15 @@ def load(path: Path) -> Dict:
 
 def verdict(met: bool) -> str:
     return "met" if met else "**not met**"
+
+
+def growth_text(runs: List[Dict]) -> str:
+    """Each run's peak RSS growth over the first's: "+9.9% at 20,000, +16.8% at 50,000"."""
+    return ", ".join(
+        f"{100 * (run['peak_rss_mb_while_parsing'] / runs[0]['peak_rss_mb_while_parsing'] - 1):+.1f}% at "
+        f"{run['sentences']:,}"
+        for run in runs[1:]
+    )
 
 
 def speed_lines(speed: Dict) -> List[str]:
@@ -86,58 +102,70 @@ def memory_lines(memory: Dict) -> List[str]:
         + (f" Pipeline: {memory['model']}." if "model" in memory else ""),
     ]
     if released:
-        release = memory["heap_release"]
-        sentence = (
-            f"the components hand glibc's free heap back (malloc_trim) once RSS has grown by "
-            f"{release['min_growth_bytes'] / 2**20:.0f} MB since the last release, looking every "
-            f"{release['words_between']:,} parsed words (`integration/memory.py`)."
-        )
-        if "mmap_threshold_bytes" in release:
-            sentence = (
-                f"once parsing starts, arrays of {release['mmap_threshold_bytes'] / 2**20:.0f} MB and more are "
-                f"mapped (glibc's mmap threshold), and {sentence}"
-            )
-        lines.append(sentence[0].upper() + sentence[1:])
+        setting = heap_release_setting(memory["heap_release"])
+        lines.append(f"On glibc's malloc parsing {setting}.")
     lines += [
         "",
-        "| sentences | heap release | releases (s in malloc_trim) | RSS before parsing (MB) | peak RSS while parsing "
-        "(MB) | process peak (MB) | words/s | heap in use / free at the end (MB) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| sentences | allocator | heap release | releases (s in malloc_trim) | RSS before parsing (MB) | peak RSS "
+        "while parsing (MB) | process peak (MB) | words/s | heap in use / free at the end (MB) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for run in memory["runs"]:
-        release = "on" if run.get("heap_release") else "off (glibc's own)"
+    jemalloc = memory.get("jemalloc", {})
+    for run in memory["runs"] + jemalloc.get("runs", []):
+        allocator = run.get("allocator", "glibc")
+        release = "on" if run.get("heap_release") else "off (glibc's own)" if allocator == "glibc" else "–"
         releases = f"{run.get('heap_releases', 0)} ({run.get('heap_release_seconds', 0):.2f})"
         heap = (f"{run['heap_in_use_mb_at_end']:.0f} / {run['heap_free_mb_at_end']:.0f}"
-                if "heap_in_use_mb_at_end" in run else "not measured")  # fmt: skip
-        cells = (f"{run['sentences']:,}", release, releases,
+                if "heap_in_use_mb_at_end" in run else "–")  # fmt: skip
+        cells = (f"{run['sentences']:,}", allocator, release, releases if allocator == "glibc" else "–",
                  *(f"{run[key]:.0f}" for key in ("rss_mb_before_parsing", "peak_rss_mb_while_parsing",
                                                   "peak_rss_mb_process", "words_per_second")), heap)  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     compared = [run for run in memory["runs"] if run.get("heap_release", False) == released]
-    growths = ", ".join(
-        f"{100 * (run['peak_rss_mb_while_parsing'] / compared[0]['peak_rss_mb_while_parsing'] - 1):+.1f}% at "
-        f"{run['sentences']:,}"
-        for run in compared[1:]
-    )
+    cost = memory["speed_check"]["speed_cost_at_default_interval"] if released else 0.0
     lines += [
         "",
-        f"Peak RSS growth over the {compared[0]['sentences']:,}-sentence run{' with the release' if released else ''}: "
-        f"{growths} (targets: +10% up to 20,000 sentences, +15% beyond); words/s ratio "
-        f"{memory['words_per_second_ratio']:.2f} (linear time).",
+        f"Targets: peak RSS growth over the shortest run {heap_growth_targets()}, at most "
+        f"{100 * HEAP_SPEED_BAR:.0f}% of parse speed.",
+        "",
+        f"- glibc{' with the release' if released else ''}: {growth_text(compared)} "
+        f"(words/s ratio {memory['words_per_second_ratio']:.2f}, linear time)"
+        + (f", {100 * cost:.1f}% of parse speed" if released else "")
+        + f": {verdict(heap_growth_within_bars(compared, cost))}."
+        + (
+            f" Without the release: {100 * memory['peak_rss_growth_without_release']:+.1f}%."
+            if "peak_rss_growth_without_release" in memory
+            else ""
+        ),
     ]
-    if "peak_rss_growth_without_release" in memory:
-        lines[-1] += f" Without the release: {100 * memory['peak_rss_growth_without_release']:+.1f}%."
+    if jemalloc:
+        check = jemalloc["speed_check"]
+        lines.append(
+            f"- {jemalloc['version']} (LD_PRELOAD, as `python -m spacy_pairatt` runs where it is installed): "
+            f"{growth_text(jemalloc['runs'])}, words/s {100 * -check['speed_cost']:+.1f}% against glibc's malloc: "
+            f"{verdict(heap_growth_within_bars(jemalloc['runs'], check['speed_cost']))}."
+        )
     if released:
         check = memory["speed_check"]
-        cost = check["speed_cost_at_default_interval"]
         lines += [
             "",
-            f"What the bound costs in speed, in one process: {len(check['words_per_second_off'])} pairs of blocks of "
-            f"the same {check['block_sentences']:,} EWT dev sentences ({check['block_words']:,} words), off and on in "
-            f"turn (on: as the components run, {check['releases_per_on_block']} releases made; off: no release, glibc's"
-            f" mmap threshold at its ceiling): mean words/s {mean(check['words_per_second_on']):.0f} on, "
-            f"{mean(check['words_per_second_off']):.0f} off (ratio {check['mean_ratio_on_over_off']:.3f}); "
-            f"{100 * cost:.1f}% of parse speed (target at most 3%: {verdict(cost <= 0.03)}).",
+            f"What glibc's release costs in speed, in one process: {len(check['words_per_second_off'])} pairs of "
+            f"blocks of the same {check['block_sentences']:,} EWT dev sentences ({check['block_words']:,} words), off "
+            f"and on in turn (on: as the components run, {check['releases_per_on_block']} releases made; off: no "
+            f"release, glibc's mmap threshold at its ceiling): mean words/s {mean(check['words_per_second_on']):.0f} "
+            f"on, {mean(check['words_per_second_off']):.0f} off (ratio {check['mean_ratio_on_over_off']:.3f}); "
+            f"{100 * check['speed_cost_at_default_interval']:.1f}% of parse speed.",
+        ]
+    if jemalloc:
+        check = jemalloc["speed_check"]
+        lines += [
+            "",
+            f"jemalloc against glibc's malloc left alone (no release, mmap threshold at its ceiling): "
+            f"{check['processes_per_allocator']} fresh processes each, taking turns, each timing the same block "
+            f"{check['passes_per_process']} times after an untimed pass: mean words/s "
+            f"{mean(check['words_per_second_jemalloc']):.0f} under jemalloc, "
+            f"{mean(check['words_per_second_glibc']):.0f} under glibc (ratio "
+            f"{check['mean_ratio_jemalloc_over_glibc']:.3f}; words per CPU second {100 * -check['cpu_cost']:+.1f}%).",
         ]
     lines += [
         "",

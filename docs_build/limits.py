@@ -5,7 +5,9 @@ functions here write their measured figures (prose in templates/limit_figures.md
 import ast
 import re
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import List, Optional
+
+from spacy_pairatt.reports import HEAP_SPEED_BAR, heap_growth_targets, heap_growth_within_bars, heap_release_setting
 
 from .blocks import Prose
 from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
@@ -21,12 +23,6 @@ WEIGHTS = {
     frozenset({"pairatt_parser"}): "trained pairatt_parser, initialised transition parser",
     frozenset({"transition"}): "initialised pairatt_parser, trained transition parser",
 }
-# The targets for a long parse: peak RSS growth from the shortest stream to one of up to 20,000 sentences
-# (longer streams: the second), and the share of parse speed the heap release may cost. A bench whose longest
-# stream is shorter than HEAP_LONG_STREAM says nothing about a long parse.
-HEAP_GROWTH_BARS = ((20_000, 0.10), (float("inf"), 0.15))
-HEAP_LONG_STREAM = 20_000
-HEAP_RELEASE_SPEED_BAR = 0.03
 
 
 def stale_bench(results: Results, path: str) -> str:
@@ -56,21 +52,9 @@ def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
     return "" if memory is None else PROSE("attention-memory", kept=memory["bytes_kept_per_doc"])
 
 
-def heap_growth_within_bars(memory: Dict) -> bool:
-    """Every released run's peak RSS within its bar of the shortest run's, the longest run at least
-    HEAP_LONG_STREAM sentences, at no more than the speed bar."""
-    runs = [run for run in memory["runs"] if run.get("heap_release")]
-    if len(runs) < 2 or max(run["sentences"] for run in runs) < HEAP_LONG_STREAM:
-        return False
-    if memory["speed_check"]["speed_cost_at_default_interval"] > HEAP_RELEASE_SPEED_BAR:
-        return False
-    shortest = min(runs, key=lambda run: run["sentences"])["peak_rss_mb_while_parsing"]
-    bars = [next(bar for size, bar in HEAP_GROWTH_BARS if run["sentences"] <= size) for run in runs]
-    return all(run["peak_rss_mb_while_parsing"] <= (1 + bar) * shortest for run, bar in zip(runs, bars))
-
-
 def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
-    """What the memory benchmark measured of a long parse's heap; nothing once it is within the targets."""
+    """What the memory benchmark measured of a long parse's heap: under jemalloc, which the command line
+    runs under where it is installed, and under glibc's malloc alone; nothing once glibc's is within the targets."""
     memory = results.json(MEMORY_FILE)
     if memory is None:
         return PROSE("heap-not-measured")
@@ -78,20 +62,24 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     growth = PROSE("heap-growth", memory=memory, shortest=min(sizes), longest=max(sizes), stale=stale)
     if "heap_release" not in memory:  # measured before parsing handed free heap back
         return PROSE("heap-unreleased", growth=growth)
-    if heap_growth_within_bars(memory) and not stale:
+    released = [run for run in memory["runs"] if run.get("heap_release")]
+    cost = memory["speed_check"]["speed_cost_at_default_interval"]
+    if heap_growth_within_bars(released, cost) and not stale:
         return None
-    return PROSE(
+    glibc = PROSE(
         "heap-released",
         memory=memory,
         growth=growth,
-        speed_bar=HEAP_RELEASE_SPEED_BAR,
-        growth_mib=memory["heap_release"]["min_growth_bytes"] / 2**20,
-        mapped=(
-            f"maps arrays of {memory['heap_release']['mmap_threshold_bytes'] / 2**20:.0f} MB and more, "
-            if "mmap_threshold_bytes" in memory["heap_release"]
-            else ""
-        ),
+        setting=heap_release_setting(memory["heap_release"]),
+        targets=heap_growth_targets(),
+        speed_bar=HEAP_SPEED_BAR,
     )
+    jemalloc = memory.get("jemalloc")
+    flat = jemalloc is not None and heap_growth_within_bars(jemalloc["runs"], jemalloc["speed_check"]["speed_cost"])
+    if not flat or stale:
+        return glibc[0].upper() + glibc[1:]
+    runs = jemalloc["runs"]
+    return PROSE("heap-jemalloc", jemalloc=jemalloc, shortest=runs[0], longest=runs[-1], glibc=glibc)
 
 
 def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:

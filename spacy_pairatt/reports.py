@@ -112,3 +112,42 @@ def tokenizer_tables(result: Dict) -> str:
         ]
         lines.append(f"| {kind} | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(lines) + "\n"
+
+
+# The targets for a long parse (docs/performance.md#memory): peak RSS growth from the shortest stream to one of up
+# to 20,000 sentences (longer streams: the second bar), and the share of parse speed keeping memory flat may cost.
+# A bench whose longest stream is shorter than HEAP_LONG_STREAM says nothing about a long parse.
+HEAP_GROWTH_BARS = ((20_000, 0.10), (float("inf"), 0.15))
+HEAP_LONG_STREAM = 20_000
+HEAP_SPEED_BAR = 0.03
+
+
+def heap_growth_targets() -> str:
+    """HEAP_GROWTH_BARS in words: "+10% up to 20,000 sentences, +15% beyond"."""
+    (size, first), (_, beyond) = HEAP_GROWTH_BARS
+    return f"{100 * first:+.0f}% up to {size:,} sentences, {100 * beyond:+.0f}% beyond"
+
+
+def heap_growth_within_bars(runs: List[Dict], speed_cost: float) -> bool:
+    """Every run's peak RSS within its bar of the shortest run's, the longest run at least HEAP_LONG_STREAM
+    sentences, at no more than HEAP_SPEED_BAR of parse speed (runs: bench/memory.py's)."""
+    runs = sorted(runs, key=lambda run: run["sentences"])
+    if len(runs) < 2 or runs[-1]["sentences"] < HEAP_LONG_STREAM or speed_cost > HEAP_SPEED_BAR:
+        return False
+    shortest = runs[0]["peak_rss_mb_while_parsing"]
+    bars = [next(bar for size, bar in HEAP_GROWTH_BARS if run["sentences"] <= size) for run in runs]
+    return all(run["peak_rss_mb_while_parsing"] <= (1 + bar) * shortest for run, bar in zip(runs, bars))
+
+
+def heap_release_setting(release: Dict) -> str:
+    """How parsing bounds glibc's heap, from bench/memory.py's `heap_release` record."""
+    mapped = (
+        f"maps arrays of {release['mmap_threshold_bytes'] / 2**20:.0f} MB and more (glibc's mmap threshold) and "
+        if "mmap_threshold_bytes" in release
+        else ""
+    )
+    growth_mb = release["min_growth_bytes"] / 2**20
+    return (
+        f"{mapped}hands glibc's free heap back (malloc_trim) once RSS has grown {growth_mb:.0f} MB since the last "
+        f"release, looking every {release['words_between']:,} parsed words (`integration/memory.py`)"
+    )

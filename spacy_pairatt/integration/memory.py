@@ -32,6 +32,8 @@ from typing import Callable, Dict, Optional
 from spacy.language import Language
 from spacy.util import registry
 
+from ..allocator import jemalloc_version
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024
@@ -50,8 +52,9 @@ _applied = False
 
 @functools.lru_cache(maxsize=None)
 def glibc() -> Optional[ctypes.CDLL]:
-    """This process's C library where it is glibc (it has mallopt and malloc_trim), else None."""
-    if not sys.platform.startswith("linux"):
+    """This process's C library where glibc's malloc allocates (it has mallopt and malloc_trim), else
+    None: not Linux, another C library, or jemalloc preloaded, whose own purging keeps RSS flat."""
+    if not sys.platform.startswith("linux") or jemalloc_version() is not None:
         return None
     libc_name = ctypes.util.find_library("c")
     if libc_name is None:
