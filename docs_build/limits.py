@@ -54,7 +54,7 @@ def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
 
 def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     """What the memory benchmark measured of a long parse's heap: under jemalloc, which the command line
-    runs under where it is installed, and under glibc's malloc alone; nothing once glibc's is within the targets."""
+    runs under where it is installed, and on glibc's malloc; nothing once glibc's is within the targets."""
     memory = results.json(MEMORY_FILE)
     if memory is None:
         return PROSE("heap-not-measured")
@@ -75,11 +75,17 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
         speed_bar=HEAP_SPEED_BAR,
     )
     jemalloc = memory.get("jemalloc")
-    flat = jemalloc is not None and heap_growth_within_bars(jemalloc["runs"], jemalloc["speed_check"]["speed_cost"])
-    if not flat or stale:
+    if jemalloc is None or stale:
         return glibc[0].upper() + glibc[1:]
-    runs = jemalloc["runs"]
-    return PROSE("heap-jemalloc", jemalloc=jemalloc, shortest=runs[0], longest=runs[-1], glibc=glibc)
+    runs, check = jemalloc["runs"], jemalloc["speed_check"]
+    return PROSE(
+        "heap-jemalloc",
+        jemalloc=jemalloc,
+        shortest=runs[0],
+        longest=runs[-1],
+        verdict="within" if heap_growth_within_bars(runs, check["speed_cost"]) else "not within",
+        glibc=glibc,
+    )
 
 
 def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:

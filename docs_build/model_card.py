@@ -33,7 +33,14 @@ def measured_lines(results: Results, ud_pipeline: bool = False) -> List[str]:
     if speed is not None:
         lines.append(PROSE("speed", inference=speed["inference"]))
     if memory is not None:
-        lines.append(PROSE("memory", memory=memory, shortest=memory["runs"][0], longest=memory["runs"][-1]))
+        jemalloc = memory.get("jemalloc")
+        under_jemalloc = (
+            PROSE("memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"])
+            if jemalloc
+            else ""
+        )
+        ends = {"shortest": memory["runs"][0], "longest": memory["runs"][-1]}
+        lines.append(PROSE("memory", memory=memory, jemalloc=under_jemalloc, **ends))
     sources = [(path, kind) for path, kind, _ in rows] + list(BENCH_FILES)
     command = PROSE("command", workflow="ud-pipeline" if ud_pipeline else "all")
     return lines + ["", source_note(results, sources, command)]
