@@ -103,7 +103,7 @@ def memory_lines(memory: Dict) -> List[str]:
     ]
     if released:
         setting = heap_release_setting(memory["heap_release"])
-        lines.append(f"On glibc's malloc parsing {setting}.")
+        lines.append(f"On glibc's malloc, parsing {setting}.")
     lines += [
         "",
         "| sentences | allocator | heap release | releases (s in malloc_trim) | RSS before parsing (MB) | peak RSS "
