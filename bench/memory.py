@@ -37,7 +37,7 @@ from pipelines import build_pipeline, load_docs, unannotated
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_pairatt.allocator import ALLOCATOR_VARIABLE, jemalloc_library, jemalloc_version
+from spacy_pairatt.allocator import ALLOCATOR_VARIABLE, allocator_name, jemalloc_library, preloaded, preloading
 from spacy_pairatt.integration.memory import GLIBC_MMAP_THRESHOLD_MAX, HEAP_RELEASE, glibc, heap_usage
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
@@ -114,7 +114,7 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
     heap = heap_usage() or {}
     return {
         "sentences": n,
-        "allocator": allocator_in_use(),
+        "allocator": allocator_name(),
         # which checkpoint of a trained model ran (spacy train rewrites model-best as it improves)
         "model_dev_las": nlp.meta.get("performance", {}).get("dep_las") if model else None,
         "release_component": True,
@@ -131,14 +131,9 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
     }
 
 
-def on_over_off(speeds: Dict[str, List[float]]) -> float:
-    """Mean speed with the bound on over mean speed with it off (ABBA blocks: a linear drift cancels)."""
-    return float(np.mean(speeds["on"]) / np.mean(speeds["off"]))
-
-
-def allocator_in_use() -> str:
-    version = jemalloc_version()
-    return f"jemalloc {version.split('-')[0]}" if version else "glibc" if glibc() else "system"
+def mean_ratio(speeds: Dict[str, List[float]], over: str, under: str) -> float:
+    """Mean speed of one setting over mean speed of the other (ABBA blocks: a linear drift cancels)."""
+    return float(np.mean(speeds[over]) / np.mean(speeds[under]))
 
 
 def speed_block(model: str, batch_size: int) -> Tuple[Language, List[Doc], int]:
@@ -173,7 +168,7 @@ def allocator_speed_child(passes: int, batch_size: int, model: str) -> Dict:
     timed_pass(nlp, block, batch_size)  # a fresh process's first pass is slower under either allocator
     times = [timed_pass(nlp, block, batch_size) for _ in range(passes)]
     return {
-        "allocator": allocator_in_use(),
+        "allocator": allocator_name(),
         "words_per_second": [round(n_words / wall, 1) for wall, _ in times],
         "words_per_cpu_second": [round(n_words / cpu, 1) for _, cpu in times],
     }
@@ -189,8 +184,7 @@ def allocator_speed_check(pairs: int, common: List[str]) -> Dict:
             timed = run_child("--allocator-speed-child", str(SPEED_PASSES), *common, allocator=allocator)
             speeds[allocator] += timed["words_per_second"]
             cpu_speeds[allocator] += timed["words_per_cpu_second"]
-    wall_ratio = float(np.mean(speeds["jemalloc"]) / np.mean(speeds["glibc"]))
-    cpu_ratio = float(np.mean(cpu_speeds["jemalloc"]) / np.mean(cpu_speeds["glibc"]))
+    wall_ratio, cpu_ratio = (mean_ratio(values, "jemalloc", "glibc") for values in (speeds, cpu_speeds))
     return {
         "processes_per_allocator": pairs,
         "passes_per_process": SPEED_PASSES,
@@ -205,13 +199,13 @@ def allocator_speed_check(pairs: int, common: List[str]) -> Dict:
 def allocator_environment(allocator: str) -> Optional[Dict[str, str]]:
     """The environment a child runs under `allocator` with: LD_PRELOAD without jemalloc for glibc,
     with the system's jemalloc (or SPACY_PAIRATT_ALLOCATOR's) first for jemalloc; None where there is none."""
-    preloaded = [name for name in os.environ.get("LD_PRELOAD", "").replace(":", " ").split() if "jemalloc" not in name]
-    environ = {**os.environ, "LD_PRELOAD": " ".join(preloaded), ALLOCATOR_VARIABLE: "system"}
+    others = [name for name in preloaded(os.environ) if "jemalloc" not in name]
+    environ = preloading({**os.environ, ALLOCATOR_VARIABLE: "system"}, others)
     if allocator == "glibc":
         return environ
     choice = os.environ.get(ALLOCATOR_VARIABLE, "system")
     library = jemalloc_library({ALLOCATOR_VARIABLE: "jemalloc" if choice == "system" else choice})
-    return None if library is None else {**environ, "LD_PRELOAD": " ".join([library, *preloaded])}
+    return None if library is None else preloading(environ, [library, *others])
 
 
 def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
@@ -234,7 +228,7 @@ def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
             cpu_speeds[setting].append(n_words / cpu)
             if setting == "on":
                 releases.append(HEAP_RELEASE.releases - before)
-    wall_ratio, cpu_ratio = on_over_off(speeds), on_over_off(cpu_speeds)
+    wall_ratio, cpu_ratio = (mean_ratio(values, "on", "off") for values in (speeds, cpu_speeds))
     return {
         "block_sentences": len(block),
         "block_words": n_words,

@@ -18,8 +18,9 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import platform
 import sys
-from typing import Mapping, Optional
+from typing import List, Mapping, Optional
 
 ALLOCATOR_VARIABLE = "SPACY_PAIRATT_ALLOCATOR"
 
@@ -36,6 +37,24 @@ def jemalloc_version() -> Optional[str]:
     if process.mallctl(b"version", ctypes.byref(version), ctypes.byref(size), None, ctypes.c_size_t(0)) != 0:
         return "unknown"
     return (version.value or b"unknown").decode()
+
+
+def allocator_name() -> str:
+    """This process's malloc as results record it: "jemalloc 5.3.0", "glibc" or "system" (another C library)."""
+    version = jemalloc_version()
+    if version is not None:
+        return f"jemalloc {version.split('-')[0]}"
+    return "glibc" if platform.libc_ver()[0] == "glibc" else "system"
+
+
+def preloaded(environ: Mapping[str, str]) -> List[str]:
+    """The libraries LD_PRELOAD names (separated by spaces or colons)."""
+    return environ.get("LD_PRELOAD", "").replace(":", " ").split()
+
+
+def preloading(environ: Mapping[str, str], libraries: List[str]) -> dict:
+    """`environ` with LD_PRELOAD naming `libraries`, in that order."""
+    return {**environ, "LD_PRELOAD": " ".join(libraries)}
 
 
 def jemalloc_library(environ: Mapping[str, str]) -> Optional[str]:
@@ -59,11 +78,10 @@ def environment_with_jemalloc(environ: Mapping[str, str]) -> Optional[dict]:
     the loader said why, and starting again would loop)."""
     if jemalloc_version() is not None:
         return None
-    library = jemalloc_library(environ)
-    preloaded = environ.get("LD_PRELOAD", "").replace(":", " ").split()
-    if library is None or library in preloaded:
+    library, libraries = jemalloc_library(environ), preloaded(environ)
+    if library is None or library in libraries:
         return None
-    return {**environ, "LD_PRELOAD": " ".join([library, *preloaded])}
+    return preloading(environ, [library, *libraries])
 
 
 def restart_with_jemalloc() -> None:

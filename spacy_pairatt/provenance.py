@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .allocator import jemalloc_version
+from .allocator import allocator_name
 
 LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "spacy-pairatt")
 # The tracked paths whose changes make the code "dirty": not results/, README.md or docs/, which the
@@ -177,8 +177,7 @@ def machine() -> Dict:
     """Cores this process may run on, the machine's count, its malloc (memory and speed depend on it:
     allocator.py) and torch's threads (when torch is loaded)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    jemalloc = jemalloc_version()
-    info = {"cores": cores, "cpu_count": os.cpu_count(), "allocator": f"jemalloc {jemalloc}" if jemalloc else "system"}
+    info = {"cores": cores, "cpu_count": os.cpu_count(), "allocator": allocator_name()}
     torch = sys.modules.get("torch")
     if torch is not None:
         info["torch_threads"] = torch.get_num_threads()
