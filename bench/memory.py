@@ -4,17 +4,17 @@ default; bench-memory adds 50,000), under each allocator `--allocators` names.
 Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_attention` after
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user
 parsing a large corpus would. RSS is sampled every 50 Docs while parsing; the process peak also
-counts building the pipeline. Allocators: "glibc", the C library's malloc, where the components
-hand free heap back as they parse (`integration/memory.py`, HEAP_RELEASE; `--compare-without-release`
-adds each size with that off); "jemalloc", preloaded as `python -m spacy_pairatt` does where the
-system has it (`spacy_pairatt/allocator.py`; skipped, and said so, where it has not).
+counts building the pipeline. Allocators: "glibc", the C library's malloc, and "jemalloc", preloaded as
+`python -m spacy_pairatt` does where the system has it (`spacy_pairatt/allocator.py`; skipped, and
+said so, where it has not). Under either the components hand free pages back as they parse
+(`integration/memory.py`, HEAP_RELEASE; `--compare-without-release` adds each glibc size with that off).
 
 What each costs in speed against glibc's malloc left alone (no release, its mmap threshold at the
 ceiling its own rising threshold reaches in a long parse), over blocks of the same 30,000 words of
 sentences: for glibc's release, off and on in turn in one fresh process, so that the machine's load
-falls on both alike; for jemalloc, which a process cannot switch to, in fresh processes taking turns
-(ABBA), each timing the block twice. Also what one parsed Doc keeps with and without the release
-component, for users who hold on to their Docs.
+falls on both alike; for jemalloc with its release, which a process cannot switch to, in fresh
+processes taking turns with glibc's left alone (ABBA), each timing the block twice. Also what one
+parsed Doc keeps with and without the release component, for users who hold on to their Docs.
 
     python bench/memory.py --model training/pairatt/model-best --sizes 2000,20000,50000 \
         --output results/bench_memory.json
@@ -118,7 +118,7 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
         # which checkpoint of a trained model ran (spacy train rewrites model-best as it improves)
         "model_dev_las": nlp.meta.get("performance", {}).get("dep_las") if model else None,
         "release_component": True,
-        "heap_release": heap_release and glibc() is not None,
+        "heap_release": heap_release and HEAP_RELEASE.words_between > 0,
         "heap_releases": HEAP_RELEASE.releases,
         "heap_release_seconds": round(HEAP_RELEASE.seconds, 3),
         # glibc's heap once the stream is parsed: in use (live data) against free (kept by glibc)
@@ -160,23 +160,27 @@ def timed_pass(nlp: Language, block: List[Doc], batch_size: int) -> Tuple[float,
 
 
 def allocator_speed_child(passes: int, batch_size: int, model: str) -> Dict:
-    """words/s of `passes` passes over the speed block, after one untimed, under this process's allocator,
-    with glibc's malloc left alone (no release, its mmap threshold at its ceiling)."""
-    HEAP_RELEASE.words_between = 0
-    HEAP_RELEASE.set_mmap_threshold(GLIBC_MMAP_THRESHOLD_MAX)
+    """words/s of `passes` passes over the speed block, after one untimed, under this process's allocator:
+    glibc's malloc left alone (no release, its mmap threshold at its ceiling), jemalloc as the
+    components run it (with the release)."""
+    if glibc() is not None:
+        HEAP_RELEASE.words_between = 0
+        HEAP_RELEASE.set_mmap_threshold(GLIBC_MMAP_THRESHOLD_MAX)
     nlp, block, n_words = speed_block(model, batch_size)
     timed_pass(nlp, block, batch_size)  # a fresh process's first pass is slower under either allocator
+    before = HEAP_RELEASE.releases
     times = [timed_pass(nlp, block, batch_size) for _ in range(passes)]
     return {
         "allocator": allocator_name(),
+        "heap_releases": HEAP_RELEASE.releases - before,
         "words_per_second": [round(n_words / wall, 1) for wall, _ in times],
         "words_per_cpu_second": [round(n_words / cpu, 1) for _, cpu in times],
     }
 
 
 def allocator_speed_check(pairs: int, common: List[str]) -> Dict:
-    """jemalloc's speed against glibc's malloc left alone: fresh processes taking turns (ABBA), each
-    timing SPEED_PASSES passes over the speed block after an untimed one."""
+    """jemalloc's speed, with the components' release, against glibc's malloc left alone: fresh processes
+    taking turns (ABBA), each timing SPEED_PASSES passes over the speed block after an untimed one."""
     speeds: Dict[str, List[float]] = {"glibc": [], "jemalloc": []}
     cpu_speeds: Dict[str, List[float]] = {"glibc": [], "jemalloc": []}
     for pair in range(pairs):
@@ -284,7 +288,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="2000,20000")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--model", default="", help="a trained pipeline (default: parser_minilm.cfg, initialised)")
-    parser.add_argument("--speed-pairs", type=int, default=8, help="off/on block pairs of the speed check")
+    parser.add_argument(
+        "--speed-pairs",
+        type=int,
+        default=12,
+        help="off/on block pairs of the speed check (half as many for jemalloc's)",
+    )
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
     parser.add_argument("--release-words", type=int, help="words between heap releases (default: the components')")
     parser.add_argument(
@@ -334,9 +343,9 @@ def main() -> None:
         runs.append(run_child("--child", str(size), *common))
         if args.compare_without_release:
             runs.append(run_child("--child", str(size), "--no-heap-release", *common))
-    released = [run for run in runs if run["heap_release"]]
-    if not released:
+    if runs[0]["allocator"] != "glibc":
         raise SystemExit(f"bench/memory.py: the children ran under {runs[0]['allocator']}, not glibc's malloc")
+    released = [run for run in runs if run["heap_release"]]
     smallest, largest = released[0], released[-1]
     result = {
         "model": args.model or "configs/parser_minilm.cfg, initialised",

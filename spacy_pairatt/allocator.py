@@ -2,8 +2,9 @@
 
 glibc's malloc keeps the free pages of a fragmented heap: a long parse's RSS climbs with the stream,
 and handing the free heap back (`integration/memory.py`) costs parse speed, since the next batches
-fault the pages in again. jemalloc purges unused pages gradually and reuses the recent ones; it has
-to be the process's malloc from the start, so `python -m spacy_pairatt` starts itself again with
+fault the pages in again. jemalloc reuses freed pages across size classes, and lets a caller say when
+unused pages go back to the system (`hold_freed_pages`, `purge_freed_pages`); it has to be the
+process's malloc from the start, so `python -m spacy_pairatt` starts itself again with
 jemalloc preloaded (LD_PRELOAD) where the system has it (`apt install libjemalloc2`, `dnf install
 jemalloc`, conda-forge's `jemalloc`). Figures: docs/performance.md#memory.
 
@@ -20,23 +21,89 @@ import functools
 import os
 import platform
 import sys
-from typing import List, Mapping, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 ALLOCATOR_VARIABLE = "SPACY_PAIRATT_ALLOCATOR"
+
+
+# jemalloc's arena index that stands for all arenas (MALLCTL_ARENAS_ALL)
+ALL_ARENAS = 4096
+
+
+@functools.lru_cache(maxsize=None)
+def mallctl() -> Optional[Callable[..., int]]:
+    """jemalloc's control function where jemalloc is this process's malloc (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    return getattr(ctypes.CDLL(None), "mallctl", None)
+
+
+def read_setting(name: str, kind: type) -> Optional[object]:
+    """jemalloc's setting `name` read as the ctypes `kind`; None without jemalloc or where it has none."""
+    control = mallctl()
+    if control is None:
+        return None
+    value, size = kind(), ctypes.c_size_t(ctypes.sizeof(kind))
+    if control(name.encode(), ctypes.byref(value), ctypes.byref(size), None, ctypes.c_size_t(0)) != 0:
+        return None
+    return value.value
+
+
+def write_setting(name: str, value: Optional[ctypes._SimpleCData] = None) -> bool:
+    """Write `value` to jemalloc's setting `name` (no value: run the action `name`); True where it took."""
+    control = mallctl()
+    if control is None:
+        return False
+    if value is None:
+        return control(name.encode(), None, None, None, ctypes.c_size_t(0)) == 0
+    return control(name.encode(), None, None, ctypes.byref(value), ctypes.c_size_t(ctypes.sizeof(value))) == 0
 
 
 @functools.lru_cache(maxsize=None)
 def jemalloc_version() -> Optional[str]:
     """jemalloc's version where it is this process's malloc (Linux), else None."""
-    if not sys.platform.startswith("linux"):
+    if mallctl() is None:
         return None
-    process = ctypes.CDLL(None)
-    if not hasattr(process, "mallctl"):
+    version = read_setting("version", ctypes.c_char_p)
+    return "unknown" if version is None else version.decode()
+
+
+def hold_freed_pages() -> bool:
+    """Keep the pages jemalloc frees until `purge_freed_pages`, in every arena and in those made later.
+
+    jemalloc hands freed pages back on a timer (its decay) and, for any free run of 8 MB or more, the
+    moment it is freed; a parse frees attention maps and pair chunks of a new size every batch, so
+    the next batch faulted the same pages in again: about 500,000 page faults per 30,000 words,
+    a few percent of parse speed. Turning decay off for every arena stops both, and leaves the
+    handing back to the caller. False without jemalloc.
+    """
+    if mallctl() is None:
+        return False
+    never = ctypes.c_ssize_t(-1)
+    for kind in ("dirty", "muzzy"):
+        write_setting(f"arenas.{kind}_decay_ms", never)  # arenas jemalloc makes from now on
+        for arena in range(read_setting("arenas.narenas", ctypes.c_uint) or 0):
+            write_setting(f"arena.{arena}.{kind}_decay_ms", never)  # fails for those not made yet: fine
+    return read_setting("arena.0.dirty_decay_ms", ctypes.c_ssize_t) == -1
+
+
+def jemalloc_heap_usage() -> Optional[Dict[str, int]]:
+    """Bytes jemalloc has handed out (in use) and holds free (unused pages not yet handed back); None
+    without jemalloc or its statistics."""
+    if not write_setting("epoch", ctypes.c_uint64(1)):  # statistics are refreshed per epoch
         return None
-    version, size = ctypes.c_char_p(), ctypes.c_size_t(ctypes.sizeof(ctypes.c_char_p))
-    if process.mallctl(b"version", ctypes.byref(version), ctypes.byref(size), None, ctypes.c_size_t(0)) != 0:
-        return "unknown"
-    return (version.value or b"unknown").decode()
+    page = read_setting("arenas.page", ctypes.c_size_t)
+    usage = {"in_use": read_setting("stats.allocated", ctypes.c_size_t)}
+    for kind in ("dirty", "muzzy"):
+        usage[kind] = read_setting(f"stats.arenas.{ALL_ARENAS}.p{kind}", ctypes.c_size_t)
+    if page is None or None in usage.values():
+        return None
+    return {"in_use": usage["in_use"], "free": (usage["dirty"] + usage["muzzy"]) * page}
+
+
+def purge_freed_pages() -> bool:
+    """Hand every arena's unused pages back to the system; False without jemalloc."""
+    return write_setting(f"arena.{ALL_ARENAS}.purge")
 
 
 def allocator_name() -> str:

@@ -11,14 +11,15 @@ encoder spent a third of its time in the kernel. So only training asks for it (s
 `before_init` when a config is trained, never when a pipeline is loaded).
 
 Parsing grows its heap the same way, more slowly: in a long stream the free part of the heap grows
-while the part in use stays flat (docs/performance.md#memory). `FreeHeapRelease` bounds it two ways
-once parsing starts. It fixes the mmap threshold at 4 MB, so the largest arrays of a batch (attention
-maps, the pair scorer's chunks) are mapped and handed back when freed instead of fragmenting the
-heap; their pages fault in at each allocation, as every array above 128 kB does under the training
-bound, but these arrays are few. And it hands the heap's free pages back (malloc_trim) once RSS has
-grown by a set amount since the last release, looking every so many parsed words: a release costs a
-trim and the page faults of the next batches, and an amount below what a batch touches releases
-after every batch.
+while the part in use stays flat (docs/performance.md#memory). `FreeHeapRelease` bounds it once
+parsing starts, under either allocator: it hands the free pages back once RSS has grown by a set
+amount since the last release, looking every so many parsed words. Under glibc's malloc it also
+fixes the mmap threshold at 4 MB, so the largest arrays of a batch (attention maps, the pair
+scorer's chunks) are mapped and handed back when freed instead of fragmenting the heap, and
+releases with malloc_trim; their pages fault in at each allocation, which is the speed this costs.
+Under jemalloc (`allocator.py`) it turns jemalloc's own timed purging off, so that freed pages are
+reused by the next batches without faulting, and purges at the same points instead: jemalloc's
+reuse keeps the growth between releases small, so releases are rare.
 """
 
 import ctypes
@@ -32,7 +33,7 @@ from typing import Callable, Dict, Optional
 from spacy.language import Language
 from spacy.util import registry
 
-from ..allocator import jemalloc_version
+from ..allocator import hold_freed_pages, jemalloc_heap_usage, jemalloc_version, purge_freed_pages
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -47,13 +48,14 @@ MIN_GROWTH_BYTES = 128 * 1024 * 1024
 # where a long parse with glibc's defaults ends up.
 GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 
-_applied = False
+_applied = False  # glibc's thresholds fixed for training
+_training_bound = False  # training asked for the bound: parsing leaves the allocator's settings alone
 
 
 @functools.lru_cache(maxsize=None)
 def glibc() -> Optional[ctypes.CDLL]:
     """This process's C library where glibc's malloc allocates (it has mallopt and malloc_trim), else
-    None: not Linux, another C library, or jemalloc preloaded, whose own purging keeps RSS flat."""
+    None: not Linux, another C library, or jemalloc preloaded (released through `allocator.py`)."""
     if not sys.platform.startswith("linux") or jemalloc_version() is not None:
         return None
     libc_name = ctypes.util.find_library("c")
@@ -64,8 +66,10 @@ def glibc() -> Optional[ctypes.CDLL]:
 
 
 def limit_heap_fragmentation() -> bool:
-    """Fix glibc's mmap and trim thresholds once per process; False where there is no glibc."""
-    global _applied
+    """Bound the heap for training, once per process: fix glibc's mmap and trim thresholds (False where
+    there is no glibc). Under jemalloc its timed purging stays on: parsing's releases leave it alone."""
+    global _applied, _training_bound
+    _training_bound = True
     if _applied:
         return True
     libc = glibc()
@@ -94,10 +98,13 @@ class MallocInfo(ctypes.Structure):
 
 
 def heap_usage() -> Optional[Dict[str, int]]:
-    """Bytes of glibc's heap in use and free, and of mmapped chunks, over all arenas (None without
-    glibc 2.33+): what tells live data from heap that glibc keeps."""
+    """Bytes of the heap in use and free (kept by the allocator), over all arenas, and under glibc of
+    mmapped chunks (None under another allocator, or glibc before 2.33): what tells live data from
+    heap that the allocator keeps."""
     libc = glibc()
-    if libc is None or not hasattr(libc, "mallinfo2"):
+    if libc is None:
+        return jemalloc_heap_usage()
+    if not hasattr(libc, "mallinfo2"):
         return None
     libc.mallinfo2.restype = MallocInfo
     info = libc.mallinfo2()
@@ -105,13 +112,15 @@ def heap_usage() -> Optional[Dict[str, int]]:
 
 
 class FreeHeapRelease:
-    """Bounds the heap of a parsing process: maps arrays from `mmap_threshold_bytes` up and hands
-    glibc's free heap pages back to the system (malloc_trim) when, looked at every `words_between`
-    parsed words, the RSS has grown by more than `min_growth_bytes` since the last release.
+    """Bounds the heap of a parsing process: hands free pages back to the system (glibc's malloc_trim,
+    jemalloc's purge) when, looked at every `words_between` parsed words, the RSS has grown by more
+    than `min_growth_bytes` since the last release. Before the first words it maps arrays from
+    `mmap_threshold_bytes` up (glibc) or turns jemalloc's timed purging off (`hold_freed_pages`).
 
     One per process (HEAP_RELEASE), since the heap is the process's: the pair-scoring components
-    report the words they parse. words_between 0 turns it off. Does nothing without glibc, and
-    leaves the thresholds alone where training has fixed them (`limit_heap_fragmentation`).
+    report the words they parse. words_between 0 turns it off. Does nothing under another allocator,
+    and leaves the allocator's settings alone where training has bounded the heap
+    (`limit_heap_fragmentation`, `make_training_heap_bound`).
     """
 
     def __init__(self, words_between: int, min_growth_bytes: int, mmap_threshold_bytes: int):
@@ -119,15 +128,15 @@ class FreeHeapRelease:
         self.mmap_threshold_bytes = mmap_threshold_bytes
         self.words = 0
         self.rss_after_release = resident_bytes()
-        self.threshold_set = False
-        self.releases, self.seconds = 0, 0.0  # what releasing has cost, in malloc_trim itself
+        self.started = False
+        self.releases, self.seconds = 0, 0.0  # what releasing has cost, in the release calls themselves
 
     def parsed(self, n_words: int) -> bool:
         """Count parsed words; release the free heap when an interval is over. True when released."""
         if self.words_between <= 0:
             return False
-        if not self.threshold_set:
-            self.set_mmap_threshold(self.mmap_threshold_bytes)
+        if not self.started:
+            self.start()
         self.words += n_words
         if self.words < self.words_between:
             return False
@@ -136,19 +145,27 @@ class FreeHeapRelease:
             return False
         return self.release()
 
+    def start(self) -> None:
+        """Set the allocator up for releases: glibc's mmap threshold, or jemalloc holding freed pages."""
+        self.started = True
+        if glibc() is not None:
+            self.set_mmap_threshold(self.mmap_threshold_bytes)
+        elif not _training_bound:  # training's batches free more between evaluations: jemalloc's timer stays
+            hold_freed_pages()
+
     def set_mmap_threshold(self, size: int) -> None:
         """Map arrays of `size` bytes and more (glibc's threshold stops rising once it is set)."""
         libc = glibc()
         if libc is not None and not _applied:
             libc.mallopt(M_MMAP_THRESHOLD, size)
-        self.threshold_set = True
 
     def release(self) -> bool:
         libc = glibc()
-        if libc is None:
-            return False
         start = time.perf_counter()
-        libc.malloc_trim(0)
+        if libc is not None:
+            libc.malloc_trim(0)
+        elif not purge_freed_pages():
+            return False
         self.seconds += time.perf_counter() - start
         self.rss_after_release = resident_bytes()
         self.releases += 1
