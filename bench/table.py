@@ -12,6 +12,7 @@ from typing import Dict, List
 
 from spacy_pairatt.reports import (
     HEAP_SPEED_BAR,
+    JEMALLOC_RELEASE_SETTING,
     heap_growth_targets,
     heap_growth_within_bars,
     heap_release_setting,
@@ -101,23 +102,25 @@ def memory_lines(memory: Dict) -> List[str]:
         "each size in a fresh process; RSS sampled every 50 Docs while parsing."
         + (f" Pipeline: {memory['model']}." if "model" in memory else ""),
     ]
+    jemalloc = memory.get("jemalloc", {})
     if released:
         setting = heap_release_setting(memory["heap_release"])
         lines.append(f"On glibc's malloc, parsing {setting}.")
+    if any(run.get("heap_release") for run in jemalloc.get("runs", [])):
+        lines.append(f"Under jemalloc, parsing {JEMALLOC_RELEASE_SETTING}.")
     lines += [
         "",
-        "| sentences | allocator | heap release | releases (s in malloc_trim) | RSS before parsing (MB) | peak RSS "
+        "| sentences | allocator | heap release | releases (s releasing) | RSS before parsing (MB) | peak RSS "
         "while parsing (MB) | process peak (MB) | words/s | heap in use / free at the end (MB) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    jemalloc = memory.get("jemalloc", {})
     for run in memory["runs"] + jemalloc.get("runs", []):
         allocator = run.get("allocator", "glibc")
-        release = "on" if run.get("heap_release") else "off (glibc's own)" if allocator == "glibc" else "–"
+        release = "on" if run.get("heap_release") else f"off ({allocator.split()[0]}'s own)"
         releases = f"{run.get('heap_releases', 0)} ({run.get('heap_release_seconds', 0):.2f})"
         heap = (f"{run['heap_in_use_mb_at_end']:.0f} / {run['heap_free_mb_at_end']:.0f}"
                 if "heap_in_use_mb_at_end" in run else "–")  # fmt: skip
-        cells = (f"{run['sentences']:,}", allocator, release, releases if allocator == "glibc" else "–",
+        cells = (f"{run['sentences']:,}", allocator, release, releases if run.get("heap_release") else "–",
                  *(f"{run[key]:.0f}" for key in ("rss_mb_before_parsing", "peak_rss_mb_while_parsing",
                                                   "peak_rss_mb_process", "words_per_second")), heap)  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
@@ -141,7 +144,8 @@ def memory_lines(memory: Dict) -> List[str]:
     if jemalloc:
         check = jemalloc["speed_check"]
         lines.append(
-            f"- {jemalloc['version']} (LD_PRELOAD, as `python -m spacy_pairatt` runs where it is installed): "
+            f"- {jemalloc['version']} (LD_PRELOAD, as `python -m spacy_pairatt` runs where it is installed"
+            f"{', with the release' if jemalloc['runs'][0].get('heap_release') else ''}): "
             f"{growth_text(jemalloc['runs'])}, words/s {100 * -check['speed_cost']:+.1f}% against glibc's malloc: "
             f"{verdict(heap_growth_within_bars(jemalloc['runs'], check['speed_cost']))}."
         )
@@ -160,7 +164,8 @@ def memory_lines(memory: Dict) -> List[str]:
         check = jemalloc["speed_check"]
         lines += [
             "",
-            f"jemalloc against glibc's malloc left alone (no release, mmap threshold at its ceiling): "
+            f"jemalloc{' with the release' if jemalloc['runs'][0].get('heap_release') else ''} against glibc's "
+            "malloc left alone (no release, mmap threshold at its ceiling): "
             f"{check['processes_per_allocator']} fresh processes each, taking turns, each timing the same block "
             f"{check['passes_per_process']} times after an untimed pass: mean words/s "
             f"{mean(check['words_per_second_jemalloc']):.0f} under jemalloc, "

@@ -139,6 +139,12 @@ def heap_growth_within_bars(runs: List[Dict], speed_cost: float) -> bool:
     return all(run["peak_rss_mb_while_parsing"] <= (1 + bar) * shortest for run, bar in zip(runs, bars))
 
 
+# How parsing bounds jemalloc's heap (bench/memory.py's jemalloc runs with heap_release on)
+JEMALLOC_RELEASE_SETTING = (
+    "turns jemalloc's own purging off and hands its unused pages back at the same points (`allocator.py`)"
+)
+
+
 def heap_release_setting(release: Dict) -> str:
     """How parsing bounds glibc's heap, from bench/memory.py's `heap_release` record."""
     mapped = (

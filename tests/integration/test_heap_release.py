@@ -1,6 +1,6 @@
-"""Flat memory while parsing: the pair-scoring components map large arrays and hand glibc's free heap
-back to the system every so many parsed words (`integration/memory.py`); results/bench_memory.json
-measures it."""
+"""Flat memory while parsing: the pair-scoring components hand free heap back to the system every so
+many parsed words, mapping large arrays under glibc and holding freed pages under jemalloc
+(`integration/memory.py`); results/bench_memory.json measures it."""
 
 import ctypes
 import subprocess
@@ -83,6 +83,37 @@ def test_parsing_fixes_the_mmap_threshold_once_unless_training_has(monkeypatch):
     monkeypatch.setattr(memory, "_applied", True)  # training's tighter thresholds stay
     FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB, mmap_threshold_bytes=4 * MB).parsed(10)
     assert libc.settings == [(memory.M_MMAP_THRESHOLD, 4 * MB)]
+
+
+class FakeJemalloc:
+    """Records what FreeHeapRelease asks of jemalloc (allocator.hold_freed_pages, purge_freed_pages)."""
+
+    def __init__(self, monkeypatch):
+        self.calls = []
+        monkeypatch.setattr(memory, "glibc", lambda: None)
+        monkeypatch.setattr(memory, "hold_freed_pages", lambda: self.calls.append("hold") or True)
+        monkeypatch.setattr(memory, "purge_freed_pages", lambda: self.calls.append("purge") or True)
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_under_jemalloc_parsing_holds_freed_pages_once_and_releases_by_purging(monkeypatch, training):
+    """Training keeps jemalloc's own purging: it frees more between evaluations than parsing between releases."""
+    rss = {"now": 500 * MB}
+    monkeypatch.setattr(memory, "resident_bytes", lambda: rss["now"])
+    monkeypatch.setattr(memory, "_training_bound", training)
+    jemalloc = FakeJemalloc(monkeypatch)
+    release = FreeHeapRelease(words_between=100, min_growth_bytes=32 * MB, mmap_threshold_bytes=4 * MB)
+    assert not release.parsed(100)
+    rss["now"] += 40 * MB
+    assert release.parsed(100) and release.releases == 1
+    assert jemalloc.calls == (["purge"] if training else ["hold", "purge"])
+
+
+def test_under_jemalloc_a_release_turned_off_leaves_jemalloc_alone(monkeypatch):
+    jemalloc = FakeJemalloc(monkeypatch)
+    monkeypatch.setattr(memory, "_training_bound", False)
+    assert not FreeHeapRelease(words_between=0, min_growth_bytes=0, mmap_threshold_bytes=4 * MB).parsed(10**6)
+    assert jemalloc.calls == []
 
 
 ARRAYS_FREED_UNDER_A_THRESHOLD = """
