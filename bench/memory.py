@@ -121,6 +121,7 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
         "heap_release": heap_release and HEAP_RELEASE.words_between > 0,
         "heap_releases": HEAP_RELEASE.releases,
         "heap_release_seconds": round(HEAP_RELEASE.seconds, 3),
+        "heap_release_growth_bytes": HEAP_RELEASE.min_growth_bytes,  # the allocator's, unless set
         # glibc's heap once the stream is parsed: in use (live data) against free (kept by glibc)
         **{f"heap_{kind}_mb_at_end": round(size / 2**20, 1) for kind, size in heap.items()},
         "rss_mb_before_parsing": round(before, 1),
@@ -183,15 +184,19 @@ def allocator_speed_check(pairs: int, common: List[str]) -> Dict:
     taking turns (ABBA), each timing SPEED_PASSES passes over the speed block after an untimed one."""
     speeds: Dict[str, List[float]] = {"glibc": [], "jemalloc": []}
     cpu_speeds: Dict[str, List[float]] = {"glibc": [], "jemalloc": []}
+    releases: List[int] = []  # jemalloc's, in each process's timed passes
     for pair in range(pairs):
         for allocator in ("glibc", "jemalloc") if pair % 2 == 0 else ("jemalloc", "glibc"):
             timed = run_child("--allocator-speed-child", str(SPEED_PASSES), *common, allocator=allocator)
             speeds[allocator] += timed["words_per_second"]
             cpu_speeds[allocator] += timed["words_per_cpu_second"]
+            if allocator == "jemalloc":
+                releases.append(timed["heap_releases"])
     wall_ratio, cpu_ratio = (mean_ratio(values, "jemalloc", "glibc") for values in (speeds, cpu_speeds))
     return {
         "processes_per_allocator": pairs,
         "passes_per_process": SPEED_PASSES,
+        "heap_releases_jemalloc": releases,
         **{f"words_per_second_{name}": values for name, values in speeds.items()},
         **{f"words_per_cpu_second_{name}": values for name, values in cpu_speeds.items()},
         "mean_ratio_jemalloc_over_glibc": round(wall_ratio, 4),
@@ -297,7 +302,9 @@ def main() -> None:
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
     parser.add_argument("--release-words", type=int, help="words between heap releases (default: the components')")
     parser.add_argument(
-        "--release-growth-mb", type=positive, help="RSS growth in MB that triggers a release (more than 0)"
+        "--release-growth-mb",
+        type=positive,
+        help="RSS growth in MB that triggers a release (more than 0; default: the allocator's)",
     )
     parser.add_argument(
         "--allocators", default="glibc,jemalloc", help="glibc (with the heap release), jemalloc (where installed)"
@@ -327,16 +334,10 @@ def main() -> None:
     if "jemalloc" in allocators and allocator_environment("jemalloc") is None:
         print("bench/memory.py: no jemalloc installed (apt install libjemalloc2): glibc only", file=sys.stderr)
         allocators = ["glibc"]
-    common = [
-        "--batch-size",
-        str(args.batch_size),
-        "--model",
-        args.model,
-        "--release-words",
-        str(HEAP_RELEASE.words_between),
-        "--release-growth-mb",
-        str(HEAP_RELEASE.min_growth_bytes // 2**20),
-    ]
+    common = ["--batch-size", str(args.batch_size), "--model", args.model]
+    common += ["--release-words", str(HEAP_RELEASE.words_between)]
+    if args.release_growth_mb:
+        common += ["--release-growth-mb", str(args.release_growth_mb)]
     runs: List[Dict] = []
     sizes = [int(size) for size in args.sizes.split(",")]
     for size in sizes:
@@ -351,7 +352,7 @@ def main() -> None:
         "model": args.model or "configs/parser_minilm.cfg, initialised",
         "heap_release": {
             "words_between": HEAP_RELEASE.words_between,
-            "min_growth_bytes": HEAP_RELEASE.min_growth_bytes,
+            "min_growth_bytes": runs[0]["heap_release_growth_bytes"],
             "mmap_threshold_bytes": HEAP_RELEASE.mmap_threshold_bytes,
         },
         "runs": runs,
@@ -367,6 +368,7 @@ def main() -> None:
         jemalloc_runs = [run_child("--child", str(size), *common, allocator="jemalloc") for size in sizes]
         result["jemalloc"] = {
             "version": jemalloc_runs[0]["allocator"],
+            "heap_release_growth_bytes": jemalloc_runs[0]["heap_release_growth_bytes"],
             "runs": jemalloc_runs,
             "peak_rss_growth": growth(jemalloc_runs),
             "speed_check": allocator_speed_check(args.speed_pairs // 2, common),

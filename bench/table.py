@@ -12,10 +12,10 @@ from typing import Dict, List
 
 from spacy_pairatt.reports import (
     HEAP_SPEED_BAR,
-    JEMALLOC_RELEASE_SETTING,
     heap_growth_targets,
     heap_growth_within_bars,
     heap_release_setting,
+    jemalloc_release_setting,
 )
 
 
@@ -107,7 +107,7 @@ def memory_lines(memory: Dict) -> List[str]:
         setting = heap_release_setting(memory["heap_release"])
         lines.append(f"On glibc's malloc, parsing {setting}.")
     if any(run.get("heap_release") for run in jemalloc.get("runs", [])):
-        lines.append(f"Under jemalloc, parsing {JEMALLOC_RELEASE_SETTING}.")
+        lines.append(f"Under jemalloc, parsing {jemalloc_release_setting(jemalloc)}.")
     lines += [
         "",
         "| sentences | allocator | heap release | releases (s releasing) | RSS before parsing (MB) | peak RSS "
@@ -162,13 +162,15 @@ def memory_lines(memory: Dict) -> List[str]:
         ]
     if jemalloc:
         check = jemalloc["speed_check"]
+        releases = check.get("heap_releases_jemalloc")
         lines += [
             "",
             f"jemalloc{' with the release' if jemalloc['runs'][0].get('heap_release') else ''} against glibc's "
             "malloc left alone (no release, mmap threshold at its ceiling): "
             f"{check['processes_per_allocator']} fresh processes each, taking turns, each timing the same block "
-            f"{check['passes_per_process']} times after an untimed pass: mean words/s "
-            f"{mean(check['words_per_second_jemalloc']):.0f} under jemalloc, "
+            f"{check['passes_per_process']} times after an untimed pass"
+            + (f" (releases under jemalloc: {releases})" if releases is not None else "")
+            + f": mean words/s {mean(check['words_per_second_jemalloc']):.0f} under jemalloc, "
             f"{mean(check['words_per_second_glibc']):.0f} under glibc (ratio "
             f"{check['mean_ratio_jemalloc_over_glibc']:.3f}; words per CPU second {100 * -check['cpu_cost']:+.1f}%).",
         ]

@@ -7,7 +7,13 @@ import re
 from pathlib import Path
 from typing import List, Optional
 
-from spacy_pairatt.reports import HEAP_SPEED_BAR, heap_growth_targets, heap_growth_within_bars, heap_release_setting
+from spacy_pairatt.reports import (
+    HEAP_SPEED_BAR,
+    heap_growth_targets,
+    heap_growth_within_bars,
+    heap_release_setting,
+    jemalloc_release_setting,
+)
 
 from .blocks import Prose
 from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
@@ -81,6 +87,7 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     return PROSE(
         "heap-jemalloc",
         jemalloc=jemalloc,
+        setting=jemalloc_release_setting(jemalloc),
         shortest=runs[0],
         longest=runs[-1],
         verdict="within" if heap_growth_within_bars(runs, check["speed_cost"]) else "not within",

@@ -139,10 +139,11 @@ def heap_growth_within_bars(runs: List[Dict], speed_cost: float) -> bool:
     return all(run["peak_rss_mb_while_parsing"] <= (1 + bar) * shortest for run, bar in zip(runs, bars))
 
 
-# How parsing bounds jemalloc's heap (bench/memory.py's jemalloc runs with heap_release on)
-JEMALLOC_RELEASE_SETTING = (
-    "turns jemalloc's own purging off and hands its unused pages back at the same points (`allocator.py`)"
-)
+def jemalloc_release_setting(jemalloc: Dict) -> str:
+    """How parsing bounds jemalloc's heap, from bench/memory.py's `jemalloc` record."""
+    growth = jemalloc.get("heap_release_growth_bytes")
+    when = f"once RSS has grown {growth / 2**20:.0f} MB since the last release" if growth else "at the same points"
+    return f"turns jemalloc's own purging off and hands its unused pages back {when} (`allocator.py`)"
 
 
 def heap_release_setting(release: Dict) -> str:

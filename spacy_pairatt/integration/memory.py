@@ -38,12 +38,16 @@ from ..allocator import hold_freed_pages, jemalloc_heap_usage, jemalloc_version,
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 THRESHOLD_BYTES = 128 * 1024
-# Parsing: arrays from 4 MB up are mapped; look at RSS every 1,000 parsed words (reading
-# /proc/self/statm) and release the free heap once RSS has grown 128 MB since the last release. Their
-# cost and the growth they stop: results/bench_memory.json, docs/performance.md#memory.
+# Parsing: arrays from 4 MB up are mapped (glibc); look at RSS every 1,000 parsed words (reading
+# /proc/self/statm) and release the free heap once RSS has grown by the allocator's amount since the
+# last release. glibc's trim hands back the whole free heap, which the next batches fault in again:
+# at 64 MB it released after nearly every batch. jemalloc reuses freed pages, so at 64 MB its releases
+# are rare; at 128 MB its peak climbed higher, at 32 MB it released at nearly every look for little
+# less (CHANGELOG). Their cost and the growth they stop: results/bench_memory.json,
+# docs/performance.md#memory.
 PARSING_MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
 WORDS_BETWEEN_RELEASES = 1_000
-MIN_GROWTH_BYTES = 128 * 1024 * 1024
+MIN_GROWTH_BYTES = {"glibc": 128 * 1024 * 1024, "jemalloc": 64 * 1024 * 1024}
 # glibc's own ceiling for its rising mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems):
 # where a long parse with glibc's defaults ends up.
 GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
@@ -114,8 +118,9 @@ def heap_usage() -> Optional[Dict[str, int]]:
 class FreeHeapRelease:
     """Bounds the heap of a parsing process: hands free pages back to the system (glibc's malloc_trim,
     jemalloc's purge) when, looked at every `words_between` parsed words, the RSS has grown by more
-    than `min_growth_bytes` since the last release. Before the first words it maps arrays from
-    `mmap_threshold_bytes` up (glibc) or turns jemalloc's timed purging off (`hold_freed_pages`).
+    than `min_growth_bytes` (None: the allocator's MIN_GROWTH_BYTES) since the last release. Before the
+    first words it maps arrays from `mmap_threshold_bytes` up (glibc) or turns jemalloc's timed purging
+    off (`hold_freed_pages`).
 
     One per process (HEAP_RELEASE), since the heap is the process's: the pair-scoring components
     report the words they parse. words_between 0 turns it off. Does nothing under another allocator,
@@ -123,7 +128,7 @@ class FreeHeapRelease:
     (`limit_heap_fragmentation`, `make_training_heap_bound`).
     """
 
-    def __init__(self, words_between: int, min_growth_bytes: int, mmap_threshold_bytes: int):
+    def __init__(self, words_between: int, min_growth_bytes: Optional[int], mmap_threshold_bytes: int):
         self.words_between, self.min_growth_bytes = words_between, min_growth_bytes
         self.mmap_threshold_bytes = mmap_threshold_bytes
         self.words = 0
@@ -137,6 +142,8 @@ class FreeHeapRelease:
             return False
         if not self.started:
             self.start()
+        if self.min_growth_bytes is None:  # neither glibc nor jemalloc: nothing to release
+            return False
         self.words += n_words
         if self.words < self.words_between:
             return False
@@ -146,12 +153,20 @@ class FreeHeapRelease:
         return self.release()
 
     def start(self) -> None:
-        """Set the allocator up for releases: glibc's mmap threshold, or jemalloc holding freed pages."""
+        """Set the allocator up for releases: glibc's mmap threshold, or jemalloc holding freed pages; and
+        the growth between releases, where not set, to the allocator's."""
         self.started = True
         if glibc() is not None:
+            allocator = "glibc"
             self.set_mmap_threshold(self.mmap_threshold_bytes)
-        elif not _training_bound:  # training's batches free more between evaluations: jemalloc's timer stays
-            hold_freed_pages()
+        elif jemalloc_version() is not None:
+            allocator = "jemalloc"
+            if not _training_bound:  # training's batches free more between evaluations: jemalloc's timer stays
+                hold_freed_pages()
+        else:
+            return
+        if self.min_growth_bytes is None:
+            self.min_growth_bytes = MIN_GROWTH_BYTES[allocator]
 
     def set_mmap_threshold(self, size: int) -> None:
         """Map arrays of `size` bytes and more (glibc's threshold stops rising once it is set)."""
@@ -184,4 +199,4 @@ def make_training_heap_bound() -> Callable[[Language], Language]:
     return bound_heap
 
 
-HEAP_RELEASE = FreeHeapRelease(WORDS_BETWEEN_RELEASES, MIN_GROWTH_BYTES, PARSING_MMAP_THRESHOLD_BYTES)
+HEAP_RELEASE = FreeHeapRelease(WORDS_BETWEEN_RELEASES, None, PARSING_MMAP_THRESHOLD_BYTES)

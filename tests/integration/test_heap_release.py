@@ -91,6 +91,7 @@ class FakeJemalloc:
     def __init__(self, monkeypatch):
         self.calls = []
         monkeypatch.setattr(memory, "glibc", lambda: None)
+        monkeypatch.setattr(memory, "jemalloc_version", lambda: "5.3.0-0-g54eaed1")
         monkeypatch.setattr(memory, "hold_freed_pages", lambda: self.calls.append("hold") or True)
         monkeypatch.setattr(memory, "purge_freed_pages", lambda: self.calls.append("purge") or True)
 
@@ -107,6 +108,30 @@ def test_under_jemalloc_parsing_holds_freed_pages_once_and_releases_by_purging(m
     rss["now"] += 40 * MB
     assert release.parsed(100) and release.releases == 1
     assert jemalloc.calls == (["purge"] if training else ["hold", "purge"])
+
+
+@pytest.mark.parametrize("allocator", ["glibc", "jemalloc"])
+def test_the_growth_between_releases_is_the_allocators_unless_set(monkeypatch, allocator):
+    """glibc's trim hands back the whole free heap; jemalloc reuses freed pages and releases at less growth."""
+    if allocator == "glibc":
+        monkeypatch.setattr(memory, "glibc", lambda: FakeGlibc())
+    else:
+        FakeJemalloc(monkeypatch)
+    default = FreeHeapRelease(words_between=100, min_growth_bytes=None, mmap_threshold_bytes=4 * MB)
+    default.parsed(1)
+    assert default.min_growth_bytes == memory.MIN_GROWTH_BYTES[allocator]
+    assert memory.MIN_GROWTH_BYTES["jemalloc"] < memory.MIN_GROWTH_BYTES["glibc"]
+    chosen = FreeHeapRelease(words_between=100, min_growth_bytes=16 * MB, mmap_threshold_bytes=4 * MB)
+    chosen.parsed(1)
+    assert chosen.min_growth_bytes == 16 * MB
+
+
+def test_under_another_allocator_nothing_is_released(monkeypatch):
+    monkeypatch.setattr(memory, "glibc", lambda: None)
+    monkeypatch.setattr(memory, "jemalloc_version", lambda: None)
+    monkeypatch.setattr(memory, "resident_bytes", lambda: 10**12)
+    release = FreeHeapRelease(words_between=1, min_growth_bytes=None, mmap_threshold_bytes=4 * MB)
+    assert not release.parsed(10) and release.releases == 0
 
 
 def test_under_jemalloc_a_release_turned_off_leaves_jemalloc_alone(monkeypatch):
