@@ -47,7 +47,7 @@ THRESHOLD_BYTES = 128 * 1024
 # docs/performance.md#memory.
 PARSING_MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
 WORDS_BETWEEN_RELEASES = 1_000
-MIN_GROWTH_BYTES = {"glibc": 128 * 1024 * 1024, "jemalloc": 64 * 1024 * 1024}
+MIN_GROWTH_BYTES = {"glibc": 128 * 1024 * 1024, "jemalloc": 96 * 1024 * 1024}
 # glibc's own ceiling for its rising mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit systems):
 # where a long parse with glibc's defaults ends up.
 GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
