@@ -41,10 +41,10 @@ THRESHOLD_BYTES = 128 * 1024
 # Parsing: arrays from 4 MB up are mapped (glibc); look at RSS every 1,000 parsed words (reading
 # /proc/self/statm) and release the free heap once RSS has grown by the allocator's amount since the
 # last release. glibc's trim hands back the whole free heap, which the next batches fault in again:
-# at 64 MB it released after nearly every batch. jemalloc reuses freed pages, so at 64 MB its releases
-# are rare; at 128 MB its peak climbed higher, at 32 MB it released at nearly every look for little
-# less (CHANGELOG). Their cost and the growth they stop: results/bench_memory.json,
-# docs/performance.md#memory.
+# at 64 MB it released after nearly every batch. jemalloc reuses freed pages, so its releases are
+# rare, but at 64 MB it still released after each batch of long sentences and at 128 MB its peak over
+# a long stream climbed higher (CHANGELOG). Their cost and the growth they stop:
+# results/bench_memory.json, docs/performance.md#memory.
 PARSING_MMAP_THRESHOLD_BYTES = 4 * 1024 * 1024
 WORDS_BETWEEN_RELEASES = 1_000
 MIN_GROWTH_BYTES = {"glibc": 128 * 1024 * 1024, "jemalloc": 96 * 1024 * 1024}
