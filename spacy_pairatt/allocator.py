@@ -73,16 +73,15 @@ def hold_freed_pages() -> bool:
 
     jemalloc hands freed pages back on a timer (its decay) and, for any free run of 8 MB or more, the
     moment it is freed; a parse frees attention maps and pair chunks of a new size every batch, so
-    the next batch faulted the same pages in again: about 500,000 page faults per 30,000 words,
-    a few percent of parse speed. Turning decay off for every arena stops both, and leaves the
-    handing back to the caller. False without jemalloc.
+    the next batch faulted the same pages in again (page faults per word: CHANGELOG). Turning decay
+    off for every arena stops both, and leaves the handing back to the caller. False without jemalloc.
     """
     if mallctl() is None:
         return False
-    never = ctypes.c_ssize_t(-1)
+    never, arenas = ctypes.c_ssize_t(-1), read_setting("arenas.narenas", ctypes.c_uint) or 0
     for kind in ("dirty", "muzzy"):
         write_setting(f"arenas.{kind}_decay_ms", never)  # arenas jemalloc makes from now on
-        for arena in range(read_setting("arenas.narenas", ctypes.c_uint) or 0):
+        for arena in range(arenas):
             write_setting(f"arena.{arena}.{kind}_decay_ms", never)  # fails for those not made yet: fine
     return read_setting("arena.0.dirty_decay_ms", ctypes.c_ssize_t) == -1
 
