@@ -118,11 +118,11 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
         # which checkpoint of a trained model ran (spacy train rewrites model-best as it improves)
         "model_dev_las": nlp.meta.get("performance", {}).get("dep_las") if model else None,
         "release_component": True,
-        "heap_release": heap_release and HEAP_RELEASE.words_between > 0,
+        "heap_release": HEAP_RELEASE.words_between > 0,  # set to 0 above where not heap_release
         "heap_releases": HEAP_RELEASE.releases,
         "heap_release_seconds": round(HEAP_RELEASE.seconds, 3),
         "heap_release_growth_bytes": HEAP_RELEASE.min_growth_bytes,  # the allocator's, unless set
-        # glibc's heap once the stream is parsed: in use (live data) against free (kept by glibc)
+        # the heap once the stream is parsed: in use (live data) against free (kept by the allocator)
         **{f"heap_{kind}_mb_at_end": round(size / 2**20, 1) for kind, size in heap.items()},
         "rss_mb_before_parsing": round(before, 1),
         "peak_rss_mb_while_parsing": round(parsing_peak, 1),
@@ -300,7 +300,9 @@ def main() -> None:
         help="off/on block pairs of the speed check (half as many for jemalloc's)",
     )
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
-    parser.add_argument("--release-words", type=int, help="words between heap releases (default: the components')")
+    parser.add_argument(
+        "--release-words", type=positive, help="words between heap releases (more than 0; default: the components')"
+    )
     parser.add_argument(
         "--release-growth-mb",
         type=positive,

@@ -5,6 +5,7 @@ many parsed words, mapping large arrays under glibc and holding freed pages unde
 import ctypes
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -226,3 +227,11 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
     results = bench(1050.0, 0.01)
     assert heap_limit(results) is None
     assert not any("heap" in text for text in limits(results, ud_pipeline=False))
+
+
+@pytest.mark.parametrize("option,value", [("--release-words", "0"), ("--release-growth-mb", "-3")])
+def test_the_memory_bench_refuses_a_release_setting_below_one(option, value):
+    """0 words between releases was read as "the components' default" and run silently."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "memory.py"
+    run = subprocess.run([sys.executable, str(bench), option, value], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and f"argument {option}: must be more than 0, got {value}" in run.stderr
