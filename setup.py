@@ -63,6 +63,7 @@ setup(
             "pairatt_release_attention = spacy_pairatt.components.attention_release:make_attention_release",
             "pairatt_transformer = spacy_pairatt.components.transformer:make_pairatt_transformer",
             "pairatt_frozen_transformer = spacy_pairatt.components.frozen_transformer:make_pairatt_frozen_transformer",
+            "pairatt_bounded_memory = spacy_pairatt.integration.memory:make_bounded_memory",
         ],
         "spacy_architectures": [
             "spacy-pairatt.PairAttParserModel.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser_model",
@@ -93,6 +94,7 @@ setup(
         ],
         "spacy_callbacks": [
             "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.integration.memory:make_training_heap_bound",
+            "spacy-pairatt.bounded_memory.v1 = spacy_pairatt.integration.memory:make_bounded_memory_callback",
             "spacy-pairatt.keep_config_settings.v1 = spacy_pairatt.integration.load_settings:make_keep_config_settings",
         ],
         "spacy_misc": [

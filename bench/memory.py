@@ -5,9 +5,9 @@ Each size runs in a fresh process: the pairatt pipeline with `pairatt_release_at
 the parser, over EWT sentences (train, dev, test, cycled), streamed through `nlp.pipe` as a user
 parsing a large corpus would. RSS is sampled every 50 Docs while parsing; the process peak also
 counts building the pipeline. Allocators: "glibc", the C library's malloc, and "jemalloc", preloaded as
-`python -m spacy_pairatt` does where the system has it (`spacy_pairatt/allocator.py`; skipped, and
-said so, where it has not). Under either the components hand free pages back as they parse
-(`integration/memory.py`, HEAP_RELEASE; `--compare-without-release` adds each glibc size with that off).
+`parse --bounded-memory` does where the system has it (skipped, and said so, where it has not). Under
+either, the opt-in `pairatt_bounded_memory` pipe hands free pages back as they parse
+(`integration/memory.py`; `--compare-without-release` adds each glibc size without it).
 
 What each costs in speed against glibc's malloc left alone (no release, its mmap threshold at the
 ceiling its own rising threshold reaches in a long parse), over blocks of the same 30,000 words of
@@ -37,8 +37,20 @@ from pipelines import build_pipeline, load_docs, unannotated
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from spacy_pairatt.allocator import ALLOCATOR_VARIABLE, allocator_name, jemalloc_library, preloaded, preloading
-from spacy_pairatt.integration.memory import GLIBC_MMAP_THRESHOLD_MAX, HEAP_RELEASE, glibc, heap_usage
+from spacy_pairatt.integration.memory import (
+    ALLOCATOR_VARIABLE,
+    GLIBC_MMAP_THRESHOLD_MAX,
+    PARSING_MMAP_THRESHOLD_BYTES,
+    WORDS_BETWEEN_CHECKS,
+    allocator_name,
+    glibc,
+    heap_usage,
+    jemalloc_library,
+    parsing_heap_bound,
+    preloaded,
+    preloading,
+    set_mmap_threshold,
+)
 from spacy_pairatt.json_files import write_json
 from spacy_pairatt.provenance import provenance
 
@@ -83,9 +95,10 @@ def retained_bytes(doc: Doc) -> int:
     return total
 
 
-def pipeline(model: str, release: bool = True):
+def pipeline(model: str, release: bool = True, heap_bound: Optional[Dict] = None):
     """The trained pipeline at `model`, or (empty) one initialised from configs/parser_minilm.cfg;
-    with `pairatt_release_attention` at the end when release."""
+    with `pairatt_release_attention` at the end when release, and `pairatt_bounded_memory` with the
+    config `heap_bound` where given."""
     if model:
         nlp = spacy.load(model)
     else:
@@ -94,13 +107,14 @@ def pipeline(model: str, release: bool = True):
         nlp.add_pipe("pairatt_release_attention")
     if not release and "pairatt_release_attention" in nlp.pipe_names:
         nlp.remove_pipe("pairatt_release_attention")
+    if heap_bound is not None:
+        nlp.add_pipe("pairatt_bounded_memory", config=heap_bound)
     return nlp
 
 
-def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
-    nlp = pipeline(model)
-    if not heap_release:
-        HEAP_RELEASE.words_between = 0
+def child(n: int, heap_bound: Optional[Dict], batch_size: int, model: str) -> Dict:
+    nlp = pipeline(model, heap_bound=heap_bound)
+    bound = parsing_heap_bound()
     list(nlp.pipe(unannotated(load_docs(Path(CORPUS[2]), nlp, 64)), batch_size=batch_size))  # warm-up
     gold = [doc for path in CORPUS for doc in load_docs(Path(path), nlp)]
     before = rss_mb()
@@ -118,10 +132,10 @@ def child(n: int, heap_release: bool, batch_size: int, model: str) -> Dict:
         # which checkpoint of a trained model ran (spacy train rewrites model-best as it improves)
         "model_dev_las": nlp.meta.get("performance", {}).get("dep_las") if model else None,
         "release_component": True,
-        "heap_release": HEAP_RELEASE.words_between > 0,  # set to 0 above where not heap_release
-        "heap_releases": HEAP_RELEASE.releases,
-        "heap_release_seconds": round(HEAP_RELEASE.seconds, 3),
-        "heap_release_growth_bytes": HEAP_RELEASE.min_growth_bytes,  # the allocator's, unless set
+        "heap_release": heap_bound is not None,
+        "heap_releases": bound.returns,
+        "heap_release_seconds": round(bound.seconds, 3),
+        "heap_release_growth_bytes": bound.min_growth_bytes if heap_bound is not None else None,
         # the heap once the stream is parsed: in use (live data) against free (kept by the allocator)
         **{f"heap_{kind}_mb_at_end": round(size / 2**20, 1) for kind, size in heap.items()},
         "rss_mb_before_parsing": round(before, 1),
@@ -137,10 +151,10 @@ def mean_ratio(speeds: Dict[str, List[float]], over: str, under: str) -> float:
     return float(np.mean(speeds[over]) / np.mean(speeds[under]))
 
 
-def speed_block(model: str, batch_size: int) -> Tuple[Language, List[Doc], int]:
+def speed_block(model: str, batch_size: int, heap_bound: Optional[Dict]) -> Tuple[Language, List[Doc], int]:
     """The pipeline, the speed checks' block of EWT dev sentences (cycled to SPEED_BLOCK_WORDS words,
     long enough for the releases of a steady stream) and its words, after a warm-up pass."""
-    nlp = pipeline(model)
+    nlp = pipeline(model, heap_bound=heap_bound)
     gold = load_docs(Path(CORPUS[1]), nlp)
     block, n_words = [], 0
     for doc in itertools.cycle(gold):
@@ -160,20 +174,21 @@ def timed_pass(nlp: Language, block: List[Doc], batch_size: int) -> Tuple[float,
     return time.perf_counter() - start, time.process_time() - cpu_start
 
 
-def allocator_speed_child(passes: int, batch_size: int, model: str) -> Dict:
+def allocator_speed_child(passes: int, batch_size: int, model: str, heap_bound: Dict) -> Dict:
     """words/s of `passes` passes over the speed block, after one untimed, under this process's allocator:
-    glibc's malloc left alone (no release, its mmap threshold at its ceiling), jemalloc as the
-    components run it (with the release)."""
-    if glibc() is not None:
-        HEAP_RELEASE.words_between = 0
-        HEAP_RELEASE.set_mmap_threshold(GLIBC_MMAP_THRESHOLD_MAX)
-    nlp, block, n_words = speed_block(model, batch_size)
+    glibc's malloc left alone (no heap bound, its mmap threshold at its ceiling), jemalloc with the
+    heap bound (as `parse --bounded-memory` runs it)."""
+    under_glibc = glibc() is not None
+    if under_glibc:
+        set_mmap_threshold(GLIBC_MMAP_THRESHOLD_MAX)
+    nlp, block, n_words = speed_block(model, batch_size, None if under_glibc else heap_bound)
     timed_pass(nlp, block, batch_size)  # a fresh process's first pass is slower under either allocator
-    before = HEAP_RELEASE.releases
+    bound = parsing_heap_bound()
+    before = bound.returns
     times = [timed_pass(nlp, block, batch_size) for _ in range(passes)]
     return {
         "allocator": allocator_name(),
-        "heap_releases": HEAP_RELEASE.releases - before,
+        "heap_releases": bound.returns - before,
         "words_per_second": [round(n_words / wall, 1) for wall, _ in times],
         "words_per_cpu_second": [round(n_words / cpu, 1) for _, cpu in times],
     }
@@ -217,31 +232,30 @@ def allocator_environment(allocator: str) -> Optional[Dict[str, str]]:
     return None if library is None else preloading(environ, [library, *others])
 
 
-def speed_child(pairs: int, batch_size: int, model: str) -> Dict:
-    """words/s of the same block of sentences with the heap release off and on in turn (see the docstring)."""
-    nlp, block, n_words = speed_block(model, batch_size)
-    words_between = HEAP_RELEASE.words_between
+def speed_child(pairs: int, batch_size: int, model: str, heap_bound: Dict) -> Dict:
+    """words/s of the same block of sentences with the heap bound off and on in turn (see the docstring)."""
+    nlp, block, n_words = speed_block(model, batch_size, heap_bound)
+    bound = parsing_heap_bound()
+    bound.start()  # the growth between returns; the mmap threshold is set below, in turn
     speeds: Dict[str, List[float]] = {"off": [], "on": []}
     cpu_speeds: Dict[str, List[float]] = {"off": [], "on": []}  # per CPU second: what other work on the machine takes
     releases = []
     for pair in range(pairs):
         for setting in ("off", "on") if pair % 2 == 0 else ("on", "off"):  # ABBA: a drift in speed cancels
             # off: glibc's defaults as a long parse leaves them (its mmap threshold at its ceiling)
-            HEAP_RELEASE.words_between = words_between if setting == "on" else 0
-            HEAP_RELEASE.set_mmap_threshold(
-                HEAP_RELEASE.mmap_threshold_bytes if setting == "on" else GLIBC_MMAP_THRESHOLD_MAX
-            )
-            HEAP_RELEASE.words, before = 0, HEAP_RELEASE.releases
-            wall, cpu = timed_pass(nlp, block, batch_size)
+            set_mmap_threshold(PARSING_MMAP_THRESHOLD_BYTES if setting == "on" else GLIBC_MMAP_THRESHOLD_MAX)
+            bound.words, before = 0, bound.returns
+            with nlp.select_pipes(disable=[] if setting == "on" else ["pairatt_bounded_memory"]):
+                wall, cpu = timed_pass(nlp, block, batch_size)
             speeds[setting].append(n_words / wall)
             cpu_speeds[setting].append(n_words / cpu)
             if setting == "on":
-                releases.append(HEAP_RELEASE.releases - before)
+                releases.append(bound.returns - before)
     wall_ratio, cpu_ratio = (mean_ratio(values, "on", "off") for values in (speeds, cpu_speeds))
     return {
         "block_sentences": len(block),
         "block_words": n_words,
-        "words_between_releases": words_between,
+        "words_between_releases": bound.words_between_checks,
         "releases_per_on_block": releases,
         "words_per_second_off": [round(v, 1) for v in speeds["off"]],
         "words_per_second_on": [round(v, 1) for v in speeds["on"]],
@@ -301,12 +315,15 @@ def main() -> None:
     )
     parser.add_argument("--compare-without-release", action="store_true", help="each size again, heap release off")
     parser.add_argument(
-        "--release-words", type=positive, help="words between heap releases (more than 0; default: the components')"
+        "--words-between-checks",
+        type=positive,
+        default=WORDS_BETWEEN_CHECKS,
+        help="parsed words between looks at RSS growth (more than 0; default: the pipe's)",
     )
     parser.add_argument(
-        "--release-growth-mb",
+        "--min-growth-mb",
         type=positive,
-        help="RSS growth in MB that triggers a release (more than 0; default: the allocator's)",
+        help="RSS growth in MB that hands the free heap back (more than 0; default: the allocator's)",
     )
     parser.add_argument(
         "--allocators", default="glibc,jemalloc", help="glibc (with the heap release), jemalloc (where installed)"
@@ -317,18 +334,15 @@ def main() -> None:
     parser.add_argument("--allocator-speed-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--no-heap-release", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.release_words:
-        HEAP_RELEASE.words_between = args.release_words
-    if args.release_growth_mb:
-        HEAP_RELEASE.min_growth_bytes = args.release_growth_mb * 2**20
+    heap_bound = {"words_between_checks": args.words_between_checks, "min_growth_mb": args.min_growth_mb}
     if args.child:
-        print(json.dumps(child(args.child, not args.no_heap_release, args.batch_size, args.model)))
+        print(json.dumps(child(args.child, None if args.no_heap_release else heap_bound, args.batch_size, args.model)))
         return
     if args.speed_child:
-        print(json.dumps(speed_child(args.speed_child, args.batch_size, args.model)))
+        print(json.dumps(speed_child(args.speed_child, args.batch_size, args.model, heap_bound)))
         return
     if args.allocator_speed_child:
-        print(json.dumps(allocator_speed_child(args.allocator_speed_child, args.batch_size, args.model)))
+        print(json.dumps(allocator_speed_child(args.allocator_speed_child, args.batch_size, args.model, heap_bound)))
         return
     allocators = args.allocators.split(",")
     if not set(allocators) <= {"glibc", "jemalloc"} or "glibc" not in allocators:
@@ -337,9 +351,9 @@ def main() -> None:
         print("bench/memory.py: no jemalloc installed (apt install libjemalloc2): glibc only", file=sys.stderr)
         allocators = ["glibc"]
     common = ["--batch-size", str(args.batch_size), "--model", args.model]
-    common += ["--release-words", str(HEAP_RELEASE.words_between)]
-    if args.release_growth_mb:
-        common += ["--release-growth-mb", str(args.release_growth_mb)]
+    common += ["--words-between-checks", str(args.words_between_checks)]
+    if args.min_growth_mb:
+        common += ["--min-growth-mb", str(args.min_growth_mb)]
     runs: List[Dict] = []
     sizes = [int(size) for size in args.sizes.split(",")]
     for size in sizes:
@@ -353,9 +367,9 @@ def main() -> None:
     result = {
         "model": args.model or "configs/parser_minilm.cfg, initialised",
         "heap_release": {
-            "words_between": HEAP_RELEASE.words_between,
+            "words_between": args.words_between_checks,
             "min_growth_bytes": runs[0]["heap_release_growth_bytes"],
-            "mmap_threshold_bytes": HEAP_RELEASE.mmap_threshold_bytes,
+            "mmap_threshold_bytes": PARSING_MMAP_THRESHOLD_BYTES,
         },
         "runs": runs,
         "peak_rss_growth": growth(released),

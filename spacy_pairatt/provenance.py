@@ -18,8 +18,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from .allocator import allocator_name
-
 LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "spacy-pairatt")
 # The tracked paths whose changes make the code "dirty": not results/, README.md or docs/, which the
 # project commands themselves rewrite.
@@ -175,8 +173,10 @@ def command_as_typed(argv: Optional[List[str]] = None) -> str:
 
 def machine() -> Dict:
     """Cores this process may run on, the machine's count, its malloc (memory and speed depend on it:
-    allocator.py) and torch's threads (when torch is loaded)."""
+    integration/memory.py) and torch's threads (when torch is loaded)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    from .integration.memory import allocator_name  # imports spaCy: only where a machine is described
+
     info = {"cores": cores, "cpu_count": os.cpu_count(), "allocator": allocator_name()}
     torch = sys.modules.get("torch")
     if torch is not None:

@@ -39,12 +39,17 @@ def parse(args) -> None:
     from ..parse_files.errors import ParseCommandError
     from ..parse_files.parsing import parse_file
 
+    if args.bounded_memory:
+        from ..integration.memory import restart_with_jemalloc
+
+        restart_with_jemalloc(sys.argv[1:])
     options = {
         "input_format": args.input_format,
         "output_format": args.output_format,
         "batch_size": args.batch_size,
         "progress": not args.no_progress,
         "tokenizer": args.tokenizer,
+        "bounded_memory": args.bounded_memory,
     }
     try:
         if args.scheduler or args.dask_workers is not None:
@@ -96,6 +101,12 @@ def add_commands(commands) -> None:
         "--tokenizer",
         metavar="NAME",
         help="a registered tokenizer to use instead of the pipeline's, e.g. spacy.Tokenizer.v1 (spaCy's own)",
+    )
+    parsing.add_argument(
+        "--bounded-memory",
+        action="store_true",
+        help="keep memory flat in a long parse: hand free heap back as it grows, under jemalloc where the system "
+        "has it (a restart with it preloaded); costs some speed (docs/performance.md#memory)",
     )
     dask = parsing.add_mutually_exclusive_group()
     dask.add_argument("--scheduler", metavar="ADDRESS", help="parse shards on the Dask cluster at this address")

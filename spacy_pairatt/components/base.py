@@ -3,14 +3,12 @@
 
 import weakref
 from pathlib import Path
-from typing import Any, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
-from spacy.tokens import Doc
 
-from ..integration.memory import HEAP_RELEASE
 from ..integration.pipe_setup import upstream_transformer_dims
 
 # The pipeline each component was made for by its factory, to keep that pipeline's config in step
@@ -27,17 +25,6 @@ class PairScoringPipe(TrainablePipe):
     """
 
     CONFIG_SETTINGS: Tuple[str, ...] = ()
-
-    def __call__(self, doc: Doc) -> Doc:
-        doc = super().__call__(doc)
-        HEAP_RELEASE.parsed(len(doc))
-        return doc
-
-    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
-        """TrainablePipe.pipe, counting the parsed words for the process's heap release (`memory.py`)."""
-        for doc in super().pipe(stream, batch_size=batch_size):
-            HEAP_RELEASE.parsed(len(doc))
-            yield doc
 
     @property
     def labels(self) -> Tuple[str, ...]:

@@ -7,7 +7,8 @@ pipeline's config, registers a spaCy function, or sets up the process.
 - validation: checks of gold Docs, the transformer output, dev corpora and numeric settings;
 - scoring: the metrics scorers (`spacy-pairatt.parser_scorer.v1`, `spacy-pairatt.relation_scorer.v1`);
 - pipe_setup: a component's default [model], fork-safe torch, the upstream transformer's sizes;
-- forking, memory: the fork hook and the heap release and bound (`spacy-pairatt.training_heap_bound.v1`);
+- forking: the fork hook; memory: bounded memory, opt-in: the allocator, the training heap bound
+  (`spacy-pairatt.training_heap_bound.v1`) and parsing's (`spacy-pairatt.bounded_memory.v1`);
 - load_settings: spaCy's own pipes keep their load-time settings (`spacy-pairatt.keep_config_settings.v1`);
 - encoders: the default encoder's path (`spacy-pairatt.minilm_path.v1`).
 """

@@ -34,8 +34,7 @@ upstream = "*"
 def prepare_process() -> None:
     """What a process running these components needs: fork-safe torch (n_process).
 
-    malloc's thresholds are left as they are (only training bounds the heap); the components hand
-    free heap back as they parse instead (`memory.HEAP_RELEASE`).
+    The allocator is left as it is: bounded memory is the user's choice (`integration/memory.py`).
     """
     single_threaded_torch_after_fork()
 

@@ -71,17 +71,18 @@ def parse_shard(
     output_format: str,
     batch_size: int,
     tokenizer: Optional[str] = None,
+    bounded_memory: bool = False,
 ) -> str:
     """Run on a worker: parse one shard with the worker's cached pipeline and write its file.
 
     The file is written under a temporary name and renamed when complete: a failed task leaves none.
     """
-    if (model, tokenizer) not in PIPELINES:
-        PIPELINES[model, tokenizer] = load_pipeline(model, tokenizer)
+    if (model, tokenizer, bounded_memory) not in PIPELINES:
+        PIPELINES[model, tokenizer, bounded_memory] = load_pipeline(model, tokenizer, bounded_memory)
         # tqdm's default lock (the writer's progress bar, off here) is a semaphore registered with the
         # resource tracker, which warns on stderr when a worker killed mid-task (a cancelled run) leaves it
         tqdm.set_lock(threading.RLock())
-    nlp = PIPELINES[model, tokenizer]
+    nlp = PIPELINES[model, tokenizer, bounded_memory]
     path = Path(output_dir) / f"shard-{shard.index:05d}{SHARD_SUFFIXES[output_format]}"
     with open_input(input_path) as stream:
         stream.seek(shard.offset)
@@ -248,6 +249,7 @@ def parse_shards(
     progress: bool = False,
     tokenizer: Optional[str] = None,
     verbose: bool = False,
+    bounded_memory: bool = False,
 ) -> List[Path]:
     """Parse `input_path` on Dask workers, `shard_size` documents per task; returns the shard files in input order.
 
@@ -262,6 +264,7 @@ def parse_shards(
     An error or an interrupt (KeyboardInterrupt; SIGTERM raises Terminated, one) cancels the tasks
     and leaves no shard files, whatever the tasks still running do later (see `staged_run`), so the
     same command can be run again at once. verbose: show Dask's logs (from the workers too).
+    bounded_memory: each worker's pipeline bounds its heap (`load_pipeline`).
     """
     check_choice("input format", input_format, INPUT_FORMATS)
     check_choice("output format", output_format, tuple(SHARD_SUFFIXES))
@@ -292,7 +295,7 @@ def parse_shards(
             try:
                 arguments = (model, input_path, str(staging))
                 for shard in plan_shards(input_path, input_format, shard_size):
-                    task = (*arguments, shard, input_format, output_format, batch_size, tokenizer)
+                    task = (*arguments, shard, input_format, output_format, batch_size, tokenizer, bounded_memory)
                     futures.append(client.submit(parse_shard, *task, pure=False))
                 done = as_completed(futures)
                 for future in progress_bar(done, progress, total=len(futures), unit="shard") if progress else done:

@@ -26,14 +26,15 @@ from .workers import parse_in_processes
 from .writing import TEXT_WRITERS, write_docs
 
 
-def load_pipeline(model: str, tokenizer: Optional[str] = None) -> Language:
+def load_pipeline(model: str, tokenizer: Optional[str] = None, bounded_memory: bool = False) -> Language:
     """spacy.load, plus a doc_cleaner at the end; a pipeline that assigns no heads is refused.
 
     The cleaner drops `Doc._.trf_data` (megabytes of attention per Doc) before Docs are sent back
     from worker processes or saved in a DocBin; heads and labels are already written.
     tokenizer: a registered tokenizer's name (`spacy.Tokenizer.v1`, spaCy's own for the pipeline's
     language) to use instead of the pipeline's, whose saved rules are then not loaded: to measure
-    what a tokenizer does to the scores from raw text.
+    what a tokenizer does to the scores from raw text. bounded_memory: the `pairatt_bounded_memory`
+    pipe last (`integration/memory.py`), which hands free heap back to the system in a long parse.
     """
     from catalogue import RegistryError
 
@@ -55,6 +56,8 @@ def load_pipeline(model: str, tokenizer: Optional[str] = None) -> Language:
         )
     if "doc_cleaner" not in nlp.pipe_names:
         nlp.add_pipe("doc_cleaner")
+    if bounded_memory and "pairatt_bounded_memory" not in nlp.pipe_names:
+        nlp.add_pipe("pairatt_bounded_memory")
     return nlp
 
 
@@ -164,6 +167,7 @@ def parse_file(
     n_process: int = 1,
     progress: bool = True,
     tokenizer: Optional[str] = None,
+    bounded_memory: bool = False,
 ) -> int:
     """Parse a file (or stdin, `-`) with a pipeline and write CoNLL-U or JSON lines; returns the number of Docs.
 
@@ -177,7 +181,7 @@ def parse_file(
     check_choice("output format", output_format, tuple(TEXT_WRITERS))
     check_counts(batch_size, n_process)
     with open_input(input_path) as stream:
-        nlp = load_pipeline(model, tokenizer)
+        nlp = load_pipeline(model, tokenizer, bounded_memory)
         target = OutputTarget(output_path)
         try:
             with target.open() as output:
