@@ -1,6 +1,5 @@
-"""The figures of the generated blocks, each a `Block`: its renderer turns results files into markdown that
-ends in a blank line, or "" where its files are not there yet, with its prose in templates/blocks.md; the
-block adds the source note. Figures are rounded once, when printed."""
+"""The renderers of plan.json's blocks and their prose (templates/*.md): each turns results files into markdown
+that ends in a blank line, or "" where its files are not there yet. Figures are rounded once, when printed."""
 
 import json
 import re
@@ -9,7 +8,7 @@ from functools import cached_property
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from string import Formatter
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
 
@@ -80,11 +79,6 @@ def verdict(met: bool) -> str:
     return "met" if met else "**not met**"
 
 
-def paths(rows: Sequence[Sequence]) -> Sources:
-    """(path, kind): the last two fields of each row."""
-    return [tuple(row[-2:]) for row in rows]
-
-
 def bench_module(results: Results, name: str = "table"):
     """bench/{name}.py of the checkout (the renderer of its results/*.md), or None outside one."""
     path = results.root / "bench" / f"{name}.py"
@@ -94,11 +88,6 @@ def bench_module(results: Results, name: str = "table"):
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def subsection(lines: Sequence[str]) -> str:
-    """A section of results/bench.md one heading level down, for a doc's own section."""
-    return "\n".join("#" + line if line.startswith("## ") else line for line in lines)
 
 
 def config_value(root, path: str, keys: str, overrides: Optional[Dict] = None, interpolate: bool = False):
@@ -133,128 +122,51 @@ def training_cost(results: Results, path: str, **fields) -> Optional[Dict]:
     return {**cost, **fields, "steps": steps, "minutes": minutes, "per_step": per_step}
 
 
-def sweep_setting(root, path: str, keys: str):
-    """A setting a sweep recorded, in the config as it is now: sweeps made before the model's pair scorer was
-    renamed (`model.scorer` to `model.pair_scorer`) name it by the old key."""
-    try:
-        return config_value(root, path, keys)
-    except KeyError:
-        return config_value(root, path, keys.replace(".model.scorer.", ".model.pair_scorer."))
+def evaluation_table(results: Results, block) -> str:
+    """`evaluate` results, a row each (name, split, file): those that are there, and whether their speeds compare."""
+    rows = [{"name": n, "split": s, "result": results.json(p)} for n, s, p, _ in block.files["rows"] if results.json(p)]
+    return (results_table(rows) + "\n" if rows else "") + speed_days_note(results, block.sources(results))
 
 
-# The evaluation tables: (model, split, evaluate's output, result kind).
-COMPARE_ROWS = (
-    ("pairatt_parser", "dev", "results/pairatt_dev.json", "parser"),
-    ("transition", "dev", "results/transition_dev.json", "transition"),
-    ("pairatt_parser", "test", "results/pairatt_test.json", "parser"),
-    ("transition", "test", "results/transition_test.json", "transition"),
-)
-SEGMENTATION_ROWS = tuple(
-    (f"pairatt_parser+{name}", "dev-docs", f"results/pairatt_dev_docs_{source}.json", "parser")
-    for name, source in (
-        ("sentencizer", "sentencizer"), ("senter", "senter"), ("gold-sentences", "gold"), ("no-segmenter", "none"),
-    )
-)  # fmt: skip
-
-
-def evaluation_table(rows):
-    """The renderer of a table of `evaluate` results: its rows that are there, and whether their speeds compare."""
-
-    def render(results: Results) -> str:
-        present = [{"name": n, "split": s, "result": results.json(p)} for n, s, p, _ in rows if results.json(p)]
-        return (results_table(present) + "\n" if present else "") + speed_days_note(results, paths(rows))
-
-    return render
-
-
-TOKENIZER_FILE = "results/tokenizer_ewt.json"
-
-
-def tokenizer_block(results: Results) -> str:
-    result = results.json(TOKENIZER_FILE)
+def tokenizer_block(results: Results, block) -> str:
+    result = block.json(results, "tokenizer")
     return tokenizer_tables(result) + "\n" if result else ""
 
 
-RELATION_FILES = tuple(
-    (f"results/relations/{name}.json", "relations")
-    for name in (
-        "semeval_markers_emb_att_dev", "semeval_markers_emb_dev", "semeval_markers_emb_att_test",
-        "semeval_markers_emb_test", "docred_emb_att_test", "docred_emb_test",
-    )
-)  # fmt: skip
-FEATURE_GAPS = (
-    ("SemEval dev official macro-F1", "semeval_markers_", "dev", "rel_semeval_macro_f1"),
-    ("SemEval test official macro-F1", "semeval_markers_", "test", "rel_semeval_macro_f1"),
-    ("Re-DocRED test F1", "docred_", "test", "rel_docred_f1"),
-    ("Re-DocRED test Ign F1", "docred_", "test", "rel_docred_ign_f1"),
-    ("Re-DocRED test AUC", "docred_", "test", "rel_docred_auc"),
-)
-
-
-def relations_block(results: Results) -> str:
+def relations_block(results: Results, block) -> str:
     """SemEval and Re-DocRED tables, and what attention features add, in points from exact scores."""
-    rows = [("pairatt_rel", results.json(path)) for path, _ in RELATION_FILES if results.json(path) is not None]
-    measured = []
-    for label, prefix, split, metric in FEATURE_GAPS:
-        pair = [results.json(f"results/relations/{prefix}emb{att}_{split}.json") for att in ("_att", "")]
-        scores = [(result or {}).get("scores", {}).get(metric) for result in pair]
+    rows = [("pairatt_rel", found) for path, _ in block.files["rows"] if (found := results.json(path)) is not None]
+    gaps = []
+    for label, metric, *pair in block["gaps"]:  # (with attention, without)
+        scores = [(results.json(path) or {}).get("scores", {}).get(metric) for path in pair]
         if None not in scores:
-            measured.append(f"{label} {100 * (scores[0] - scores[1]):+.1f}")
+            gaps.append(f"{label} {100 * (scores[0] - scores[1]):+.1f}")
     text = relations_table(rows) + "\n" if rows else ""
-    return text + (PROSE("feature-gaps", gaps="; ".join(measured)) + "\n\n" if measured else "")
+    return text + (PROSE("feature-gaps", gaps="; ".join(gaps)) + "\n\n" if gaps else "")
 
 
-BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
-RELATIONS_MEMORY_FILE = "results/bench_relations_memory.json"
+def bench_sections(results: Results, block) -> str:
+    """Sections of results/bench.md, one heading level down: for each (function of bench/table.py, results file)
+    whose file is there, what the function writes of it."""
+    bench, found = bench_module(results), [(name, results.json(path)) for name, path, _ in block.files["sections"]]
+    sections = (getattr(bench, name)(data) for name, data in found if data and bench)
+    return paragraphs(*("\n".join("#" + line if line.startswith("## ") else line for line in s) for s in sections))
 
 
-def bench_sections(*sections: Tuple[str, str]):
-    """The renderer of sections of results/bench.md: for each (results file, function of bench/table.py) whose
-    file is there, what the function writes of it, one heading level down."""
-
-    def render(results: Results) -> str:
-        bench, found = bench_module(results), [(results.json(path), name) for path, name in sections]
-        return paragraphs(*(subsection(getattr(bench, name)(data)) for data, name in found if data and bench))
-
-    return render
-
-
-bench_block = bench_sections((BENCH_FILES[0][0], "speed_lines"), (BENCH_FILES[1][0], "memory_lines"))
-relations_memory_block = bench_sections((RELATIONS_MEMORY_FILE, "relations_memory_lines"))
-
-
-# `compare`'s two trainings, and the bar on the first: peak RSS of the default config's training.
-TRAINING_COST_FILES = (
-    ("pairatt_parser (`configs/parser_minilm.cfg`)", "results/train_pairatt_cost.json", "parser"),
-    ("transition parser (`configs/transition_minilm.cfg`)", "results/train_transition_cost.json", "transition"),
-)
-TRAINING_PEAK_RSS_BAR_MB = 4096
-
-
-def training_cost_block(results: Results) -> str:
-    """Steps, wall and CPU time and peak RSS of training each parser `compare` trains."""
-    runs = [training_cost(results, path, what=what) for what, path, _ in TRAINING_COST_FILES]
-    runs = [run for run in runs if run is not None]
-    pairatt, rss = results.json(TRAINING_COST_FILES[0][1]), ""
+def training_cost_block(results: Results, block) -> str:
+    """Steps, wall and CPU time and peak RSS of training each parser `compare` trains, and the bar on the first."""
+    runs = [run for what, path, _ in block.files["rows"] if (run := training_cost(results, path, what=what))]
+    pairatt, bar, rss = results.json(block.path("rows")), block["peak_rss_bar_mb"], ""
     if pairatt is not None:
-        met = verdict(pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB)
         commands = "; ".join(f"`{run['command']}`" for run in runs)
-        rss = PROSE("training-rss", bar=TRAINING_PEAK_RSS_BAR_MB, run=pairatt, met=met, commands=commands)
+        rss = PROSE("training-rss", bar=bar, run=pairatt, met=verdict(pairatt["peak_rss_mb"] <= bar), commands=commands)
     return paragraphs(PROSE.table("training-cost", runs), rss)
 
 
-# bench-gpu's files: training cost and test scores are pairatt_parser results, the last is bench/speed.py's.
-GPU_FILES = (
-    ("results/gpu/train_pairatt_cost.json", "parser"),
-    ("results/gpu/pairatt_test.json", "parser"),
-    ("results/gpu/bench_speed.json", "bench"),
-)
-
-
-def gpu_block(results: Results) -> str:
+def gpu_block(results: Results, block) -> str:
     """`bench-gpu` on a lent GPU: an 800-step training, its EWT test scores and bench/speed.py; each part is
     left out where its file is missing (the source note says "not measured yet")."""
-    cost, test, speed = (results.json(path) for path, _ in GPU_FILES)
+    cost, test, speed = (block.json(results, role) for role in ("training", "test", "speed"))
     training, bench = "", bench_module(results)
     if cost is not None:
         steps = (test or {}).get("model_config", {}).get("max_steps")  # patience = 0: no early stop
@@ -275,13 +187,19 @@ def gpu_block(results: Results) -> str:
     )
 
 
-WIDTH_SWEEP_FILE = "results/gpu/width_sweep.json"
+def sweep_setting(root, path: str, keys: str):
+    """A setting a sweep recorded, in the config as it is now: sweeps made before the model's pair scorer was
+    renamed (`model.scorer` to `model.pair_scorer`) name it by the old key."""
+    try:
+        return config_value(root, path, keys)
+    except KeyError:
+        return config_value(root, path, keys.replace(".model.scorer.", ".model.pair_scorer."))
 
 
-def width_sweep_block(results: Results) -> str:
+def width_sweep_block(results: Results, block) -> str:
     """bench/sweep.py over the scorer's widths: EWT dev at every evaluation, and each narrower pair against
     the config's own."""
-    record, sweep = results.json(WIDTH_SWEEP_FILE), bench_module(results, "sweep")
+    record, sweep = block.json(results, "sweep"), bench_module(results, "sweep")
     if record is None or sweep is None:
         return ""
     lines = sweep.markdown(record).splitlines()[2:]  # without its heading
@@ -304,17 +222,17 @@ def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> Li
     ]
 
 
-def ablation_sources(results: Results) -> Sources:
+def ablation_sources(results: Results, block) -> Sources:
     """Each ablation row's test scores (the files the table is made of), in every results folder."""
-    return ablation_files(results, ("ablation", "ablation_seed1", "ablation_seed2"), "*/*_test.json")
+    return ablation_files(results, block["folders"], "*/*_test.json")
 
 
-def ablation_block(results: Results) -> str:
+def ablation_block(results: Results, block) -> str:
     """Table 1 on both datasets, the orderings and the spread over seeds."""
     from spacy_pairatt.study.ablation import DATASETS
     from spacy_pairatt.study.ablation_table import dataset_markdown, seed_spread_markdown, verdict_text
 
-    found = results.json("results/ablation.json")
+    found = block.json(results, "table")
     if found is None:
         return ""
     parts, names = [], [dataset.key for dataset in DATASETS]
@@ -334,37 +252,27 @@ def ablation_block(results: Results) -> str:
     return "\n".join(parts) + "\n"
 
 
-LR_FOLDER = "results/ablation/ptb_fea_lr1e-4"
-LR_FILES = tuple(
-    (f"{LR_FOLDER}/{row}_{split}.json", "parser") for split in ("dev", "test") for row in ("fea_emb", "fea_emb_att")
-)
-
-
-def ablation_learning_rate_block(results: Results) -> str:
+def ablation_learning_rate_block(results: Results, block) -> str:
     """The feature-based rows at the fine-tuned rows' learning rate, the reason for theirs."""
-    uas = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path, _ in LR_FILES]
-    return "" if None in uas else PROSE("ablation-lr", uas=uas, folder=LR_FOLDER) + "\n\n"
+    uas = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path, _ in block.files["rows"]]
+    return "" if None in uas else PROSE("ablation-lr", uas=uas, folder=block["folder"]) + "\n\n"
 
 
-ABLATION_TRAININGS = {"EWT": "ablation/ewt", "PTB": "ablation/ptb"}
+def ablation_training_sources(results: Results, block) -> Sources:
+    return ablation_files(results, list(block["trainings"].values()), "*_train.json")
 
 
-def ablation_training_sources(results: Results) -> Sources:
-    return ablation_files(results, list(ABLATION_TRAININGS.values()), "*_train.json")
-
-
-def ablation_cost_block(results: Results) -> str:
+def ablation_cost_block(results: Results, block) -> str:
     """What the Table 1 trainings took, summed from each row's training record."""
     parts, total = [], 0
-    for name, folder in ABLATION_TRAININGS.items():
+    for name, folder in block["trainings"].items():
         rows = {
             path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"]
             for path, _ in ablation_files(results, [folder], "*_train.json")
         }
         if rows:
             fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
-            seconds = sum(rows.values())
-            transition = rows.get("transition", 0)
+            seconds, transition = sum(rows.values()), rows.get("transition", 0)
             parts.append(
                 PROSE("ablation-cost-dataset", name=name, seconds=seconds, ft=fine_tuned, transition=transition)
             )
@@ -372,12 +280,9 @@ def ablation_cost_block(results: Results) -> str:
     return PROSE("ablation-cost", datasets=" and ".join(parts), hours=total / 3600) + "\n\n" if parts else ""
 
 
-PROBE_FILE = "results/probe.json"
-
-
-def probe_block(results: Results) -> str:
+def probe_block(results: Results, block) -> str:
     """The probe's UAS and importance summary."""
-    probe = results.json(PROBE_FILE)
+    probe = block.json(results, "probe")
     if probe is None:
         return ""
     both = probe["probes"]["both"]["importance"]
@@ -387,92 +292,67 @@ def probe_block(results: Results) -> str:
     return PROSE("probe", data=probe["data"], uas=uas, both=both, first=first) + "\n\n"
 
 
-CALIBRATION_FILE = "results/calibration.json"
-
-
-def calibration_block(results: Results) -> str:
+def calibration_block(results: Results, block) -> str:
     """ECE and error recall on dev and test, before and after the temperatures fitted on dev (`calibrate`)."""
-    report = results.json(CALIBRATION_FILE)
+    report = block.json(results, "report")
     if report is None:
         return ""
     fitted = f"{report['arc_temperature']:.2f}, {report['label_temperature']:.2f}"
-    rows = []
-    for split in ("dev", "test"):
-        for when, temperatures in (("before", "1, 1"), ("after", fitted)):
-            values = report[f"{split}_{when}"]
-            recall = values["sentence_error_recall_at_20pct"]
-            rows.append({**values, **recall, "split": split, "temperatures": temperatures})
+    rows = [
+        {**report[f"{split}_{when}"], **report[f"{split}_{when}"]["sentence_error_recall_at_20pct"], "split": split,
+         "temperatures": temperatures}
+        for split in ("dev", "test")
+        for when, temperatures in (("before", "1, 1"), ("after", fitted))
+    ]  # fmt: skip
     return paragraphs(PROSE.table("calibration", rows), PROSE("calibration-model", report=report))
 
 
-def confidence_cost_block(results: Results) -> str:
+def confidence_cost_block(results: Results, block) -> str:
     """Words/s relative to the transformer alone (b/a) with each `confidence` setting, one interleaved run."""
-    inference = (results.json(BENCH_FILES[0][0]) or {}).get("inference", {})
+    inference = (block.json(results, "speed") or {}).get("inference", {})
     measured = "ratio_b_confidence_none_over_a" in inference
     return paragraphs(PROSE("confidence", **inference) if measured else PROSE("confidence-not-measured"))
 
 
-OBJECTIVE_FILES = (
-    ("local", "results/pairatt_dev.json", "parser"),
-    ("tree_crf", "results/pairatt_treecrf_dev.json", "parser"),
-)
-
-
-def arc_objectives_block(results: Results) -> str:
+def arc_objectives_block(results: Results, block) -> str:
     """Dev UAS/LAS (no punctuation) of the two arc objectives trained on the same config, budget and seed."""
-    found = [{"name": name, "result": results.json(path)} for name, path, _ in OBJECTIVE_FILES]
-    if any(row["result"] is None for row in found):
-        return ""
-    return paragraphs(PROSE.table("arc-objectives", found))
+    found = [{"name": name, "result": results.json(path)} for name, path, _ in block.files["rows"]]
+    return "" if any(row["result"] is None for row in found) else paragraphs(PROSE.table("arc-objectives", found))
 
 
-ENCODERS_FILE = "results/encoders.json"
-
-
-def encoder_sources(results: Results) -> Sources:
+def encoder_sources(results: Results, block) -> Sources:
     """encoders.json and the files behind every row that has run (speed files are bench results)."""
-    rows = (results.json(ENCODERS_FILE) or {}).get("rows", [])
+    rows = (block.json(results, "table") or {}).get("rows", [])
     found = [
         (path, "bench" if what == "speed" else "parser")
         for row in rows
         for what, path in row["files"].items()
         if path not in row["missing"]
     ]
-    return [(ENCODERS_FILE, "parser"), *found]
+    return [(block.path("table"), "parser"), *found]
 
 
-def encoders_block(results: Results) -> str:
+def encoders_block(results: Results, block) -> str:
     from spacy_pairatt.study.encoders_table import encoders_markdown
 
-    found = results.json(ENCODERS_FILE)
+    found = block.json(results, "table")
     if found is None:
         return ""
-    speed = [(path, kind) for path, kind in encoder_sources(results) if kind == "bench"]
+    speed = [(path, kind) for path, kind in encoder_sources(results, block) if kind == "bench"]
     return encoders_markdown(found) + "\n\n" + speed_days_note(results, speed)
 
 
-# The `all` workflow's trainings, in the order it runs them: (what it trains, results file, result kind).
-ALL_WORKFLOW_TRAININGS = (
-    ("pairatt_parser", "results/train_pairatt_cost.json", "parser"),
-    ("spaCy's transition parser", "results/train_transition_cost.json", "transition"),
-    ("the UD pipeline (stage 1)", "results/train_ud_pipeline_cost.json", "ud_pipeline"),
-    ("its senter (stage 2)", "results/train_ud_pipeline_senter_cost.json", "ud_pipeline"),
-)
-REQUIREMENTS_FILES = (("results/footprint.json", "footprint"), *paths(ALL_WORKFLOW_TRAININGS))
-
-
-def requirements_block(results: Results) -> str:
+def requirements_block(results: Results, block) -> str:
     """Disk (results/footprint.json) and the wall time and peak RSS of the `all` workflow's trainings, so that a
     user can tell whether the machine fits."""
-    lines = []
-    footprint = results.json(REQUIREMENTS_FILES[0][0])
+    lines, footprint = [], block.json(results, "footprint")
     if footprint is not None:
         folders = footprint["folder_bytes"]
         model, data = folders.get("training/pairatt/model-best"), folders.get("assets", 0) + folders.get("corpus", 0)
         model = PROSE("disk-model", bytes=model) if model else ""
         data = PROSE("disk-data", bytes=data) if data else ""
         lines.append(PROSE("disk", footprint=footprint, model=model, data=data))
-    measured = [(what, cost) for what, path, _ in ALL_WORKFLOW_TRAININGS if (cost := results.json(path))]
+    measured = [(what, cost) for what, path, _ in block.files["trainings"] if (cost := results.json(path))]
     if measured:
         each = "; ".join(
             PROSE("time-training", what=what, minutes=cost["wall_seconds"] / 60, cost=cost) for what, cost in measured

@@ -1,19 +1,18 @@
 """The attention curve's blocks (docs/attention_curve.md, docs/ablation.md, README.md): what attention adds to
 the parser's EWT test LAS at each training size, read from results/attention_curve.json and the run records
-behind it, and which runs of the `attention-curve` workflow (project.yml, its vars substituted as `spacy
-project run` does) are not in the table yet; their prose in templates/curve_blocks.md."""
+behind it, and which runs of the `attention-curve` workflow (its plan in plan.json, which a test ties to
+project.yml) are not in the table yet; their prose in templates/curve_blocks.md."""
 
-import shlex
-from pathlib import Path
+from dataclasses import replace
 from typing import Dict, List, Sequence, Tuple
 
 from .blocks import Prose, paragraphs
+from .plan import PLAN
 from .results import Results, Sources
 
 PROSE = Prose("curve_blocks.md")
-CURVE_JSON = "results/attention_curve.json"
-RUNS_DIR = "results/attention_curve/runs"
-WORKFLOW = "attention-curve"
+CURVE = PLAN["attention_curve"]
+CURVE_JSON, RUNS_DIR, WORKFLOW = CURVE["table"], CURVE["runs"], CURVE["workflow"]
 # The comparisons the blocks show (better, worse): what attention adds, as a feature and fine-tuned through,
 # and what fine-tuning through it adds to the feature alone.
 SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
@@ -21,28 +20,16 @@ ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against e
 GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
 
 
-def planned(root: Path) -> List[Tuple]:
-    """(Run, its command line's Budget) of every run of the workflow's `curve-run` commands, in its order,
-    parsed with the command's own arguments (no project.yml: none)."""
-    import srsly
-    from weasel.util import substitute_project_variables
+def planned() -> List[Tuple]:
+    """(Run, its Budget) of every run of the workflow's `curve-run` commands, in its order."""
+    from spacy_pairatt.study.attention_curve import TASKS, plan_runs
 
-    from spacy_pairatt.cli import build_parser
-    from spacy_pairatt.cli.attention_curve import curve_budget
-    from spacy_pairatt.study.attention_curve import plan_runs
-
-    path = Path(root) / "project.yml"
-    if not path.exists():
-        return []
-    project = substitute_project_variables(srsly.read_yaml(path))
-    commands = {command["name"]: command for command in project.get("commands", [])}
     runs = []
-    for name in project.get("workflows", {}).get(WORKFLOW, []):
-        for words in map(shlex.split, commands.get(name, {}).get("script", [])):
-            if words[:4] == ["python", "-m", "spacy_pairatt", "curve-run"]:
-                args = build_parser().parse_args(words[3:])
-                budget = curve_budget(args)
-                runs += [(run, budget) for run in plan_runs(args.task, args.dataset, args.rows, args.sizes, args.seeds)]
+    for command in CURVE["planned"]:
+        steps = {key: command[key] for key in ("steps_per_sentence", "min_steps", "max_steps") if key in command}
+        budget = replace(TASKS[command["task"]].budget, **steps)
+        run_keys = ("task", "dataset", "rows", "sizes", "seeds")
+        runs += [(run, budget) for run in plan_runs(*(command[key] for key in run_keys))]
     return runs
 
 
@@ -53,7 +40,7 @@ def missing_runs(results: Results) -> List[Dict]:
 
     present = {run["run_id"]: run for run in (results.json(CURVE_JSON) or {}).get("runs", [])}
     seeds_of_row: Dict[Tuple, Tuple] = {}  # (task, data, size, row) -> (a run, its missing seeds)
-    for run, budget in planned(results.root):
+    for run, budget in planned():
         record = present.get(run.run_id)
         if record is not None and record["steps"] == budget.steps(record["n_train"]):
             continue
@@ -87,7 +74,7 @@ def run_records(results: Results) -> Dict[str, Dict]:
     return {run_id: record for run_id, record in found.items() if record is not None}
 
 
-def sources(results: Results) -> Sources:
+def sources(results: Results, block=None) -> Sources:
     """The table and each run record in it, with the result kind of its task (parser or relations)."""
     records = run_records(results).items()
     return [(CURVE_JSON, "parser")] + [(f"{RUNS_DIR}/{run_id}.json", record["task"]) for run_id, record in records]
@@ -169,7 +156,7 @@ def relations_text(found: Dict) -> str:
     return PROSE("relations", gains="; ".join(gains)) if gains else ""
 
 
-def attention_curve_block(results: Results) -> str:
+def attention_curve_block(results: Results, block) -> str:
     """What attention adds by training size, the target, the PTB figures and the runs still missing."""
     found = results.json(CURVE_JSON)
     if found is None:
@@ -188,7 +175,7 @@ def attention_curve_block(results: Results) -> str:
     )
 
 
-def attention_curve_summary_block(results: Results) -> str:
+def attention_curve_summary_block(results: Results, block) -> str:
     """The README's version: pooled gains and verdicts in one paragraph, the target, what is missing."""
     found = results.json(CURVE_JSON)
     if found is None:

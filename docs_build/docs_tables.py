@@ -1,72 +1,19 @@
-"""Every figure of README.md and docs/*.md, generated from the files in results/.
-
-A generated block is the text between `<!-- NAME:start -->` and `<!-- NAME:end -->`
-(`spacy_pairatt.reports.replace_marked_block`). `BLOCKS` declares each NAME: the renderer of its figures, the
-results files behind them and the command that makes them again; the block is the figures, then a note on
-where they come from and whether they are stale (results.py). `python -m spacy_pairatt docs-tables` rewrites
-every block of README.md and docs/*.md; `--check` only names those that differ (tests/docs_build/test_docs_tables.py).
-"""
+"""Every generated block of README.md and docs/*.md, written from results/ by its renderer in plan.json
+(`python -m docs_build`; `--check` only names the blocks that differ), and results/footprint.json."""
 
 import re
+from importlib.metadata import PackageNotFoundError, distribution, requires
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Dict, List, Tuple
 
 from spacy_pairatt.reports import replace_marked_block
 
-from . import blocks
-from . import curve_blocks as curve
-from . import ud_blocks as ud
-from .limits import limits_block
-from .results import Block, Results
-
-DOC_FILES = ("README.md", "docs/*.md")
-
-BLOCKS: Dict[str, Callable[[Results], str]] = {
-    "results": Block(blocks.evaluation_table(blocks.COMPARE_ROWS), blocks.paths(blocks.COMPARE_ROWS), "compare"),
-    "segmentation": Block(
-        blocks.evaluation_table(blocks.SEGMENTATION_ROWS), blocks.paths(blocks.SEGMENTATION_ROWS), "evaluate"
-    ),
-    "tokenizer": Block(blocks.tokenizer_block, [(blocks.TOKENIZER_FILE, "tokenizer")], "tokenizer-ewt"),
-    "ud-pipeline": Block(ud.ud_pipeline_block, ud.UD_PIPELINE_FILES, "ud-pipeline"),
-    "ud-errors": Block(ud.ud_errors_block, ud.UD_ERRORS_FILES, "evaluate-pipeline"),
-    "tokenizer-effect": Block(ud.tokenizer_effect_block, blocks.paths(ud.TOKENIZER_EFFECT_ROWS), "evaluate-pipeline"),
-    "relations": Block(blocks.relations_block, blocks.RELATION_FILES, "relations"),
-    "bench": Block(blocks.bench_block, blocks.BENCH_FILES, "bench"),
-    "gpu": Block(blocks.gpu_block, blocks.GPU_FILES, "bench-gpu . --vars.gpu_id 0"),
-    "width-sweep": Block(
-        blocks.width_sweep_block,
-        [(blocks.WIDTH_SWEEP_FILE, "parser")],
-        "python bench/sweep.py --setting ... --results results/gpu/width_sweep",
-    ),
-    "training-cost": Block(blocks.training_cost_block, blocks.paths(blocks.TRAINING_COST_FILES), "compare"),
-    # pairatt_rel's figures ("relations"), though a bench script makes them: a change of the parser's bench
-    # (its training step, say) leaves them as they are.
-    "relations-memory": Block(
-        blocks.relations_memory_block, [(blocks.RELATIONS_MEMORY_FILE, "relations")], "bench-relations-memory"
-    ),
-    "ablation": Block(blocks.ablation_block, blocks.ablation_sources, "ablation"),
-    "ablation-lr": Block(
-        blocks.ablation_learning_rate_block, blocks.LR_FILES, "python -m spacy_pairatt ablation-run ptb ..."
-    ),
-    "ablation-cost": Block(blocks.ablation_cost_block, blocks.ablation_training_sources, "ablation"),
-    "probe": Block(blocks.probe_block, [(blocks.PROBE_FILE, "probe")], "probing"),
-    "attention-curve": Block(curve.attention_curve_block, curve.sources, "attention-curve"),
-    "attention-curve-summary": Block(curve.attention_curve_summary_block, curve.sources, "attention-curve"),
-    "limits": Block(limits_block),
-    "requirements": Block(
-        blocks.requirements_block,
-        blocks.REQUIREMENTS_FILES,
-        "python -m spacy_pairatt docs-tables --measure-footprint` and `python -m spacy project run all",
-    ),
-    "encoders": Block(blocks.encoders_block, blocks.encoder_sources, "encoders-table"),
-    "calibration": Block(blocks.calibration_block, [(blocks.CALIBRATION_FILE, "parser")], "calibrate"),
-    "confidence-cost": Block(blocks.confidence_cost_block, blocks.BENCH_FILES[:1], "bench-speed"),
-    "arc-objectives": Block(blocks.arc_objectives_block, blocks.paths(blocks.OBJECTIVE_FILES), "compare-objectives"),
-}
+from .plan import BLOCKS, PLAN
+from .results import Results
 
 
 def doc_files(root: Path) -> List[Path]:
-    return sorted({path for pattern in DOC_FILES for path in Path(root).glob(pattern)})
+    return sorted({path for pattern in PLAN["doc_files"] for path in Path(root).glob(pattern)})
 
 
 def marked_names(text: str) -> List[str]:
@@ -81,9 +28,12 @@ def regenerate(root: Path = Path("."), check: bool = False) -> List[str]:
     results, changed, cache = Results(root), [], {}
     for path in doc_files(root):
         text = original = path.read_text(encoding="utf8")
-        for name in marked_names(text):
+        names = marked_names(text)
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"{path}: the block <!-- {name}:start --> is there {names.count(name)} times")
             if name not in BLOCKS:
-                raise ValueError(f"{path}: no generator for the block <!-- {name}:start --> (docs_tables.BLOCKS)")
+                raise ValueError(f"{path}: no block <!-- {name}:start --> in docs_build/plan.json")
             if name not in cache:
                 cache[name] = BLOCKS[name](results)
             new = replace_marked_block(text, name, cache[name])
@@ -115,19 +65,36 @@ def figures_outside_blocks(text: str) -> List[str]:
     return [line for line in text.splitlines() if re.search(r"\d", line)]
 
 
-def write_footprint(root: Path) -> None:
+def stack_bytes(name: str = "spacy-pairatt") -> Tuple[int, List[str]]:
+    """Bytes on disk of the installed distributions `name` needs (its requirements, recursively)."""
+    from packaging.requirements import Requirement
+
+    seen, todo, total = set(), [name], 0
+    while todo:
+        current = todo.pop()
+        key = current.lower().replace("_", "-")
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = distribution(current)
+        except PackageNotFoundError:
+            continue
+        total += sum(file.size or 0 for file in dist.files or [])
+        for requirement in map(Requirement, requires(current) or []):
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return total, sorted(seen - {name})
+
+
+def footprint(root: Path) -> Dict:
     """results/footprint.json: the disk the installed stack, the data and the trained models take."""
-    from spacy_pairatt.reports import report_json
+    from spacy_pairatt.provenance import provenance
 
-    from .footprint import measure_footprint
-
-    report_json(measure_footprint(root), str(Path(root) / "results" / "footprint.json"))
-
-
-def write_model_card_notes(root: Path, path: str, ud_pipeline: bool = True) -> None:
-    """The end of the shipped model card (`assemble --notes`): data, licence, figures and limits from results/."""
-    from spacy_pairatt.json_files import write_text
-
-    from .model_card import model_card_notes
-
-    write_text(path, model_card_notes(Path(root), ud_pipeline))
+    stack, names = stack_bytes()
+    folders = {
+        folder: sum(f.stat().st_size for f in (Path(root) / folder).rglob("*") if f.is_file())
+        for folder in ("assets", "corpus", "training/pairatt/model-best")
+        if (Path(root) / folder).exists()
+    }
+    return {"stack_bytes": stack, "stack": names, "folder_bytes": folders, "provenance": provenance()}

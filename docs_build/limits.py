@@ -17,12 +17,14 @@ from spacy_pairatt.reports import (
 
 from .blocks import Prose
 from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
+from .plan import BLOCKS
 from .results import Results
-from .ud_blocks import LEMMAS_BAR, SENTENCE_F_BAR, UD_PIPELINE_DEV_DOCS, against_bar, ud_pipeline_file
+from .ud_blocks import LEMMAS_BAR, SENTENCE_F_BAR, against_bar
 
 TEMPLATE = Path(__file__).parent / "templates" / "limits.md"
 PROSE = Prose("limit_figures.md")
-SPEED_FILE, MEMORY_FILE = "results/bench_speed.json", "results/bench_memory.json"
+FILES = BLOCKS["limits"]
+SPEED_FILE, MEMORY_FILE = FILES.path("speed"), FILES.path("memory")
 # The weights bench/speed.py timed: those of the pipelines it loaded trained.
 WEIGHTS = {
     frozenset(): "untrained weights",
@@ -132,12 +134,7 @@ def package_constant(name: str):
 def segmenter(results: Results, ud_pipeline: bool = True) -> str:
     """Where raw text's sentences come from, and what their errors cost the parse."""
     pipeline = "ud-pipeline" if ud_pipeline else "parser"
-    own, gold = (
-        (UD_PIPELINE_DEV_DOCS, "results/ud_pipeline_dev.json")
-        if ud_pipeline
-        else ("results/pairatt_dev_docs_senter.json", "results/pairatt_dev_docs_gold.json")
-    )
-    own, gold = results.json(own), results.json(gold)
+    own, gold = (results.json(path) for path, _ in FILES.files[f"segmenter-{pipeline}"])
     figures = ""
     if own is not None and gold is not None:
         sentence_f = 100 * own["scores"]["sents_f"]
@@ -152,7 +149,7 @@ def annotation(results: Results, ud_pipeline: bool = True) -> str:
         return PROSE("annotation-parser")
     from spacy_pairatt.evaluation.ud_eval import f1_percent
 
-    scores = results.json(ud_pipeline_file("test", "gold_tokens"))
+    scores = FILES.json(results, "annotation")
     lemmas = ""
     if scores is not None:
         f1 = f1_percent(scores, "Lemmas")
@@ -160,27 +157,24 @@ def annotation(results: Results, ud_pipeline: bool = True) -> str:
     return PROSE("annotation-ud-pipeline", lemmas=lemmas)
 
 
-class Figures(dict):
-    """The template's `{name}`s, each written by the function of that name when the template asks for it."""
-
-    def __init__(self, results: Results, ud_pipeline: bool):
-        super().__init__()
-        self.results, self.ud_pipeline = results, ud_pipeline
-
-    def __missing__(self, name: str) -> Optional[str]:
-        return globals()[name](self.results, self.ud_pipeline)
+# The template's `{name}`s and the functions that write them.
+LIMIT_FIGURES = {
+    function.__name__: function
+    for function in (annotation, segmenter, attention_gradient, speed, attention_memory, max_unsegmented_tokens, heap)
+}
 
 
 def limits(results: Results, ud_pipeline: bool = True) -> List[str]:
     """ud_pipeline: the limits of en_pairatt (`package`), else of the parser alone (`package-parser`)."""
     template = re.sub(r"<!--.*?-->\n", "", TEMPLATE.read_text(encoding="utf8"), flags=re.S)
-    figures, texts = Figures(results, ud_pipeline), []
+    figures = {name: write(results, ud_pipeline) for name, write in LIMIT_FIGURES.items()}
+    texts = []
     for item in (" ".join(item.split()) for item in re.split(r"^- ", template, flags=re.M)[1:]):
         whole = re.fullmatch(r"\{(\w+)\}", item)
         texts.append(figures[whole[1]] if whole else item.format_map(figures))
     return [text for text in texts if text]
 
 
-def limits_block(results: Results, ud_pipeline: bool = True) -> str:
+def limits_block(results: Results, block=FILES, ud_pipeline: bool = True) -> str:
     """Known limits (README, docs/parser.md and the model card)."""
     return "\n".join(f"- {text}" for text in limits(results, ud_pipeline)) + "\n"

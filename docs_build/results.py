@@ -1,19 +1,21 @@
 """Where a generated block's figures come from: the results files behind it, when each was made (its
 provenance's date, else the date git committed it, with "no provenance recorded"), and **stale** when a
-change of the code listed in code_changes.json (kept by hand) came after. A `Block` ends its figures with
-that note."""
+change of the code listed in code_changes.json (kept by hand) came after."""
 
 import json
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, FrozenSet, Optional, Sequence, Tuple
 
 from spacy_pairatt.json_files import read_json
 
 Sources = Sequence[Tuple[str, str]]  # (path relative to the checkout, result kind)
-PROJECT = "python -m spacy project run "
+# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
+# configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
+# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
+RESULT_KINDS = frozenset({"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint"})
 
 
 @dataclass(frozen=True)
@@ -26,12 +28,6 @@ class CodeChange:
     affects: FrozenSet[str]
 
 
-# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
-# configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
-# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
-RESULT_KINDS = frozenset(
-    {"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint"}
-)
 CODE_CHANGES = tuple(
     CodeChange(change["date"], change["commit"], change["what"], frozenset(change["affects"]))
     for change in json.loads((Path(__file__).parent / "code_changes.json").read_text(encoding="utf8"))
@@ -56,6 +52,31 @@ class Made:
         return later[-1] if later else None
 
 
+class MissingFigure(KeyError, ValueError):
+    """A key that a results file lacks (made by an older command, or edited by hand): one line naming both."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class ResultsObject(dict):
+    """A JSON object of the results file `path`, at `keys` in it: a key it lacks raises `MissingFigure`."""
+
+    def __init__(self, data: Dict, path: str, keys: Tuple = ()):
+        super().__init__({key: in_file(value, path, (*keys, key)) for key, value in data.items()})
+        self.path, self.keys = path, keys
+
+    def __missing__(self, key):
+        where = "".join(f"[{name!r}]" for name in (*self.keys, key))
+        raise MissingFigure(f"{self.path} has no {where}: re-run the command that makes it")
+
+
+def in_file(value: Any, path: str, keys: Tuple = ()) -> Any:
+    if isinstance(value, dict):
+        return ResultsObject(value, path, keys)
+    return [in_file(item, path, (*keys, i)) for i, item in enumerate(value)] if isinstance(value, list) else value
+
+
 class Results:
     """The results folder of a checkout: JSON files read once, and when each was made."""
 
@@ -65,7 +86,7 @@ class Results:
 
     def json(self, path: str) -> Optional[Dict]:
         if path not in self._json:
-            self._json[path] = read_json(self.root / path)
+            self._json[path] = in_file(read_json(self.root / path), path)
         return self._json[path]
 
     def made(self, path: str, kind: str) -> Made:
@@ -91,9 +112,8 @@ class Results:
 
 
 def source_note(results: Results, sources: Sources, command: str) -> str:
-    """One paragraph: the files behind a block, when they were made, and whether they are stale.
-
-    command: what makes them again."""
+    """One paragraph: the files behind a block, when they were made, whether they are stale and `command`, what
+    makes them again."""
     made = [results.made(path, kind) for path, kind in sources if results.json(path) is not None]
     missing = [path for path, _ in sources if results.json(path) is None]
     recorded, without = [m for m in made if m.recorded], [m for m in made if not m.recorded]
@@ -115,9 +135,7 @@ def source_note(results: Results, sources: Sources, command: str) -> str:
         if len(stale) < len(made):
             names = [f"`{m.path}`" for m, _ in stale]
             which = f" ({', '.join(names)})" if len(names) <= 4 else f" ({len(stale)} of the {len(made)} files)"
-        text += (
-            f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
-        )
+        text += f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
     return f"*{text}*\n"
 
 
@@ -140,19 +158,3 @@ def speed_days_note(results: Results, sources: Sources) -> str:
         f"*words/s compare only between rows made on the same day (these: {', '.join(days)}); "
         "interleaved timings: results/bench.md.*\n\n"
     )
-
-
-@dataclass(frozen=True)
-class Block:
-    """A generated block: its figures, then where they come from (`source_note`)."""
-
-    render: Callable[[Results], str]  # its figures, ending in a blank line; "" where its files are missing
-    sources: Union[Sources, Callable[[Results], Sources]] = ()  # (results file, result kind)
-    command: Optional[str] = None  # what makes the sources again (a project command's name, or a command line)
-
-    def __call__(self, results: Results) -> str:
-        if self.command is None:  # a block without a source note
-            return self.render(results)
-        sources = self.sources(results) if callable(self.sources) else self.sources
-        command = self.command if self.command.startswith("python ") else PROJECT + self.command
-        return self.render(results) + source_note(results, sources, command)
