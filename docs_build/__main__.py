@@ -11,33 +11,24 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("--root", default=".", help="the checkout (README.md, docs/, results/)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
-    parser.add_argument(
-        "--measure-footprint", action="store_true", help="first write results/footprint.json (disk of stack and data)"
-    )
-    parser.add_argument(
-        "--model-card", metavar="PATH", help="instead, write the shipped model card's notes (for assemble --notes)"
-    )
-    parser.add_argument(
-        "--parser-only", action="store_true", help="with --model-card: the parser alone's, not the UD pipeline's"
-    )
+    parser.add_argument("--model-card", metavar="PATH", help="instead, write the model card's notes (assemble --notes)")
+    parser.add_argument("--parser-only", action="store_true", help="with --model-card: the parser alone's card")
     args = parser.parse_args(argv)
-    from spacy_pairatt.json_files import write_text
-    from spacy_pairatt.reports import report_json
-
-    from .docs_tables import doc_files, footprint, regenerate
-    from .model_card import model_card_notes
-
     root = Path(args.root)
+    from spacy_pairatt.json_files import write_text
+
+    from .model_card import model_card_notes
+    from .plan import doc_files, regenerate
+
     if not args.model_card and not doc_files(root):
-        raise SystemExit(f"{PROG}: error: no README.md or docs/*.md under {root.resolve()}: pass the checkout as --root")
+        raise SystemExit(
+            f"{PROG}: error: no README.md or docs/*.md under {root.resolve()}: pass the checkout as --root"
+        )
     try:
-        if args.measure_footprint:
-            report_json(footprint(root), str(root / "results" / "footprint.json"))
         if args.model_card:
             write_text(args.model_card, model_card_notes(root, ud_pipeline=not args.parser_only))
-            return
-        changed = regenerate(root, check=args.check)
-    except ValueError as error:
+        changed = [] if args.model_card else regenerate(root, check=args.check)
+    except (OSError, ValueError) as error:  # a results file without a figure, a full disk
         raise SystemExit(f"{PROG}: error: {error}") from None
     for entry in changed:
         print(("differs from results/: " if args.check else "rewritten: ") + entry)

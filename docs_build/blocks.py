@@ -8,7 +8,7 @@ from functools import cached_property
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from string import Formatter
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, Mapping, Optional, Sequence
 
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
 
@@ -213,18 +213,13 @@ def width_sweep_block(results: Results, block) -> str:
     return "\n".join(lines + ["\n" + PROSE("width-device", record=record, commands=commands)]) + "\n\n"
 
 
-def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List:
-    """(path, result kind) of the files matching `pattern` in results/`folder` for each folder."""
+def ablation_files(results: Results, block) -> Sources:
+    """(path, result kind) of the files matching the block's pattern in each of its folders under results/."""
     return [
         (str(path.relative_to(results.root)), "transition" if path.name.startswith("transition") else "parser")
-        for folder in folders
-        for path in sorted((results.root / "results" / folder).glob(pattern))
+        for folder in block["folders"].values()
+        for path in sorted((results.root / "results" / folder).glob(block["pattern"]))
     ]
-
-
-def ablation_sources(results: Results, block) -> Sources:
-    """Each ablation row's test scores (the files the table is made of), in every results folder."""
-    return ablation_files(results, block["folders"], "*/*_test.json")
 
 
 def ablation_block(results: Results, block) -> str:
@@ -258,18 +253,12 @@ def ablation_learning_rate_block(results: Results, block) -> str:
     return "" if None in uas else PROSE("ablation-lr", uas=uas, folder=block["folder"]) + "\n\n"
 
 
-def ablation_training_sources(results: Results, block) -> Sources:
-    return ablation_files(results, list(block["trainings"].values()), "*_train.json")
-
-
 def ablation_cost_block(results: Results, block) -> str:
     """What the Table 1 trainings took, summed from each row's training record."""
     parts, total = [], 0
-    for name, folder in block["trainings"].items():
-        rows = {
-            path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"]
-            for path, _ in ablation_files(results, [folder], "*_train.json")
-        }
+    for name, folder in block["folders"].items():
+        paths = [path for path, _ in ablation_files(results, {"folders": {name: folder}, "pattern": block["pattern"]})]
+        rows = {path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"] for path in paths}
         if rows:
             fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
             seconds, transition = sum(rows.values()), rows.get("transition", 0)

@@ -18,6 +18,7 @@ CURVE_JSON, RUNS_DIR, WORKFLOW = CURVE["table"], CURVE["runs"], CURVE["workflow"
 SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
 ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against emb, the row without attention
 GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
+RUN_KEYS = ("task", "dataset", "rows", "sizes", "seeds")  # a planned command's; its "budget": Budget's fields
 
 
 def planned() -> List[Tuple]:
@@ -26,34 +27,27 @@ def planned() -> List[Tuple]:
 
     runs = []
     for command in CURVE["planned"]:
-        steps = {key: command[key] for key in ("steps_per_sentence", "min_steps", "max_steps") if key in command}
-        budget = replace(TASKS[command["task"]].budget, **steps)
-        run_keys = ("task", "dataset", "rows", "sizes", "seeds")
-        runs += [(run, budget) for run in plan_runs(*(command[key] for key in run_keys))]
+        budget = replace(TASKS[command["task"]].budget, **command["budget"])
+        runs += [(run, budget) for run in plan_runs(**{key: command[key] for key in RUN_KEYS})]
     return runs
 
 
 def missing_runs(results: Results) -> List[Dict]:
-    """The planned runs the table lacks, grouped by task, data and size: their rows and seeds. A run trained to
-    other steps than the plan's budget gives its size counts as missing."""
+    """The planned runs the table lacks (also a run trained to other steps than the plan's budget gives its
+    size), as groups of one task, data and size whose rows x seeds are exactly the missing runs."""
     from spacy_pairatt.study.attention_curve import TASKS, size_label
 
     present = {run["run_id"]: run for run in (results.json(CURVE_JSON) or {}).get("runs", [])}
     seeds_of_row: Dict[Tuple, Tuple] = {}  # (task, data, size, row) -> (a run, its missing seeds)
     for run, budget in planned():
         record = present.get(run.run_id)
-        if record is not None and record["steps"] == budget.steps(record["n_train"]):
-            continue
-        _, seeds = seeds_of_row.setdefault((run.task, run.dataset, size_label(run.size), run.row), (run, []))
-        seeds += [run.seed] if run.seed not in seeds else []
-    # Rows of one size that miss the same seeds make one group: its rows x seeds are exactly the missing runs.
+        if record is None or record["steps"] != budget.steps(record["n_train"]):
+            _, seeds = seeds_of_row.setdefault((run.task, run.dataset, size_label(run.size), run.row), (run, []))
+            seeds += [run.seed] if run.seed not in seeds else []
     groups: Dict[Tuple, Dict] = {}
     for (task, dataset, size, row), (run, seeds) in seeds_of_row.items():
-        group = groups.setdefault(
-            (task, dataset, size, tuple(seeds)),
-            {"task": task, "dataset": dataset, "size": run.size, "rows": [], "seeds": seeds},
-        )
-        group["rows"].append(TASKS[task].row(row).name)
+        group = {"task": task, "dataset": dataset, "size": run.size, "rows": [], "seeds": seeds}
+        groups.setdefault((task, dataset, size, tuple(seeds)), group)["rows"].append(TASKS[task].row(row).name)
     return list(groups.values())
 
 

@@ -17,13 +17,17 @@ def measured(results: Results, ud_pipeline: bool) -> str:
     """Accuracy, accuracy on raw text, speed ratios and memory, with their source."""
     card = PLAN["model_card"]["ud_pipeline" if ud_pipeline else "parser"]
     files = card["files"]
-    lines = [PROSE(piece, result=found) for piece, path, _ in files["accuracy"] if (found := results.json(path)) is not None]
+    lines = [
+        PROSE(piece, result=found) for piece, path, _ in files["accuracy"] if (found := results.json(path)) is not None
+    ]
     speed, memory = (results.json(files[role][0][0]) for role in ("speed", "memory"))
     if speed is not None:
         lines.append(PROSE("speed", inference=speed["inference"]))
     if memory is not None:
         jemalloc = memory.get("jemalloc")
-        under_jemalloc = jemalloc and PROSE("memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"])
+        under_jemalloc = jemalloc and PROSE(
+            "memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"]
+        )
         ends = {"shortest": memory["runs"][0], "longest": memory["runs"][-1]}
         lines.append(PROSE("memory", memory=memory, jemalloc=under_jemalloc or "", **ends))
     sources = [tuple(row[-2:]) for rows in files.values() for row in rows]

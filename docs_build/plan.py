@@ -1,16 +1,19 @@
 """The docs' plan, plan.json: every generated block of README.md and docs/*.md (the text between
 `<!-- NAME:start -->` and `<!-- NAME:end -->`) with the renderer of its figures, the results files behind them
-and the command that makes them again; the model card's files; the attention curve's planned runs."""
+and the command that makes them again; the model card's files; the attention curve's planned runs.
+`regenerate` writes the blocks (tests/docs_build/test_docs_tables.py checks that they are up to date)."""
 
 import json
+import re
 from importlib import import_module
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from spacy_pairatt.reports import replace_marked_block
+
 from .results import Results, Sources, source_note
 
 PLAN = json.loads((Path(__file__).parent / "plan.json").read_text(encoding="utf8"))
-PROJECT = "python -m spacy project run "
 
 
 def planned_function(name: str) -> Callable:
@@ -20,7 +23,7 @@ def planned_function(name: str) -> Callable:
 
 
 class Block:
-    """A block of the plan: its figures (the renderer's markdown, ending in a blank line, "" where its files are
+    """A block of the plan: its figures (its renderer's markdown, ending in a blank line, "" where its files are
     missing), then, where it names a command, where they come from (`source_note`)."""
 
     def __init__(self, name: str, entry: Dict):
@@ -34,7 +37,6 @@ class Block:
         return self.files[role][0][-2]
 
     def json(self, results: Results, role: str) -> Optional[Dict]:
-        """The results file of `role` (its first row's), or None where it is not there."""
         return results.json(self.path(role))
 
     def sources(self, results: Results) -> Sources:
@@ -47,7 +49,34 @@ class Block:
         text, command = planned_function(self.entry["render"])(results, self), self.entry.get("command")
         if command is None:
             return text
-        return text + source_note(results, self.sources(results), command if command[:7] == "python " else PROJECT + command)
+        command = command if command.startswith("python ") else f"python -m spacy project run {command}"
+        return text + source_note(results, self.sources(results), command)
 
 
 BLOCKS = {name: Block(name, entry) for name, entry in PLAN["blocks"].items()}
+
+
+def doc_files(root: Path) -> List[Path]:
+    return sorted({path for pattern in PLAN["doc_files"] for path in Path(root).glob(pattern)})
+
+
+def regenerate(root: Path = Path("."), check: bool = False) -> List[str]:
+    """Rewrite every generated block of README.md and docs/*.md from `root`/results (check: write nothing).
+
+    Returns "FILE: NAME" for each block whose text changed (or would change)."""
+    results, changed, texts = Results(root), [], {}
+    for path in doc_files(root):
+        text = original = path.read_text(encoding="utf8")
+        names = re.findall(r"<!-- ([\w-]+):start -->", text)
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"{path}: the block <!-- {name}:start --> is there {names.count(name)} times")
+            if name not in BLOCKS:
+                raise ValueError(f"{path}: no block <!-- {name}:start --> in docs_build/plan.json")
+            texts[name] = texts[name] if name in texts else BLOCKS[name](results)
+            new = replace_marked_block(text, name, texts[name])
+            changed += [f"{path.relative_to(root)}: {name}"] if new != text else []
+            text = new
+        if text != original and not check:
+            path.write_text(text, encoding="utf8")
+    return changed

@@ -7,15 +7,15 @@ import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Optional, Sequence, Tuple
-
-from spacy_pairatt.json_files import read_json
+from typing import Dict, FrozenSet, Optional, Sequence, Tuple
 
 Sources = Sequence[Tuple[str, str]]  # (path relative to the checkout, result kind)
 # The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
 # configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
 # (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
-RESULT_KINDS = frozenset({"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint"})
+RESULT_KINDS = frozenset(
+    ("parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint")
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +45,8 @@ class Made:
 
     def stale_since(self) -> Optional[CodeChange]:
         """The newest change of code behind this file that came after it was made."""
-        if self.date is None:
-            return None
-        made = datetime.fromisoformat(self.date)
-        later = [c for c in CODE_CHANGES if self.kind in c.affects and datetime.fromisoformat(c.date) > made]
+        made = self.date and datetime.fromisoformat(self.date)
+        later = [c for c in CODE_CHANGES if made and self.kind in c.affects and datetime.fromisoformat(c.date) > made]
         return later[-1] if later else None
 
 
@@ -60,21 +58,14 @@ class MissingFigure(KeyError, ValueError):
 
 
 class ResultsObject(dict):
-    """A JSON object of the results file `path`, at `keys` in it: a key it lacks raises `MissingFigure`."""
+    """A JSON object of the results file `path`: a key it lacks raises `MissingFigure`."""
 
-    def __init__(self, data: Dict, path: str, keys: Tuple = ()):
-        super().__init__({key: in_file(value, path, (*keys, key)) for key, value in data.items()})
-        self.path, self.keys = path, keys
+    def __init__(self, data: Dict, path: str):
+        super().__init__(data)
+        self.path = path
 
     def __missing__(self, key):
-        where = "".join(f"[{name!r}]" for name in (*self.keys, key))
-        raise MissingFigure(f"{self.path} has no {where}: re-run the command that makes it")
-
-
-def in_file(value: Any, path: str, keys: Tuple = ()) -> Any:
-    if isinstance(value, dict):
-        return ResultsObject(value, path, keys)
-    return [in_file(item, path, (*keys, i)) for i, item in enumerate(value)] if isinstance(value, list) else value
+        raise MissingFigure(f"{self.path} has no {key!r}: re-run the command that makes it")
 
 
 class Results:
@@ -85,8 +76,10 @@ class Results:
         self._json: Dict[str, Optional[Dict]] = {}
 
     def json(self, path: str) -> Optional[Dict]:
+        """The file's JSON, or None where it is not there (a run or row not made yet)."""
         if path not in self._json:
-            self._json[path] = in_file(read_json(self.root / path), path)
+            file, as_object = self.root / path, lambda data: ResultsObject(data, path)
+            self._json[path] = json.loads(file.read_text("utf8"), object_hook=as_object) if file.exists() else None
         return self._json[path]
 
     def made(self, path: str, kind: str) -> Made:
@@ -120,22 +113,21 @@ def source_note(results: Results, sources: Sources, command: str) -> str:
     parts = [f"Source: {file_list(made)}"] if made else []
     if recorded:
         who = f"{file_list(recorded)} " if without else ""
-        parts.append(f"{who}made {date_span(sorted({m.date[:10] for m in recorded}))} (provenance recorded)")
+        parts.append(f"{who}made {date_span({m.date for m in recorded})} (provenance recorded)")
     if without:
-        who = f"{file_list(without)}: " if recorded else ""
-        dates = sorted({m.date[:10] for m in without if m.date})
+        who, dates = f"{file_list(without)}: " if recorded else "", {m.date for m in without if m.date}
         parts.append(f"{who}**no provenance recorded**" + (f", committed {date_span(dates)}" if dates else ""))
     if missing:
         parts.append("not measured yet: " + ", ".join(f"`{path}`" for path in missing))
     text = "; ".join(parts) + "."
-    stale = [(m, m.stale_since()) for m in made if m.stale_since() is not None]
+    stale = [m for m in made if m.stale_since() is not None]
     if stale:
-        change = max((c for _, c in stale), key=lambda c: c.date)
-        which = ""
-        if len(stale) < len(made):
-            names = [f"`{m.path}`" for m, _ in stale]
-            which = f" ({', '.join(names)})" if len(names) <= 4 else f" ({len(stale)} of the {len(made)} files)"
-        text += f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
+        change = max((m.stale_since() for m in stale), key=lambda c: c.date)
+        which = f" ({file_list(stale)})" if len(stale) <= 4 else f" ({len(stale)} of the {len(made)} files)"
+        which = which if len(stale) < len(made) else ""
+        text += (
+            f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
+        )
     return f"*{text}*\n"
 
 
@@ -143,8 +135,10 @@ def file_list(made: Sequence[Made]) -> str:
     return ", ".join(f"`{m.path}`" for m in made) if len(made) <= 4 else f"{len(made)} files under `results/`"
 
 
-def date_span(dates: Sequence[str]) -> str:
-    return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+def date_span(dates) -> str:
+    """The days of ISO dates, first to last."""
+    days = sorted({date[:10] for date in dates})
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
 
 
 def speed_days_note(results: Results, sources: Sources) -> str:

@@ -38,7 +38,9 @@ def ud_pipeline_block(results: Results, block) -> str:
     return paragraphs(
         table(("system", "data", *METRICS), cells),
         PROSE.table("targets", ud_pipeline_targets(results, block)),
-        PROSE("speed-and-training", speed=ud_pipeline_speed(results, block), training=ud_pipeline_training(results, block)),
+        PROSE(
+            "speed-and-training", speed=ud_pipeline_speed(results, block), training=ud_pipeline_training(results, block)
+        ),
         sources and PROSE("published", path=block["published"], sources=sources),
     )
 
@@ -53,7 +55,12 @@ def ud_pipeline_targets(results: Results, block) -> List[Dict]:
     figures = (
         ("UPOS, EWT test, gold tokens", f1["UPOS"], UPOS_BAR, "{:.2f}"),
         ("Lemmas, EWT test, gold tokens", f1["Lemmas"], LEMMAS_BAR, "{:.2f}"),
-        ("sentence F, EWT dev Docs of 10 sentences", docs and 100 * docs["scores"]["sents_f"], SENTENCE_F_BAR, "{:.2f}"),
+        (
+            "sentence F, EWT dev Docs of 10 sentences",
+            docs and 100 * docs["scores"]["sents_f"],
+            SENTENCE_F_BAR,
+            "{:.2f}",
+        ),
         ("parser LAS, EWT test, pipeline minus parser alone", las_change, LAS_CHANGE_BAR, "{:+.2f}"),
     )
     return [
@@ -95,7 +102,9 @@ def ud_errors_block(results: Results, block, shown: int = 10) -> str:
         f"{kind.replace('_', ' ')} {count:,} ({100 * count / max(lemmas['wrong'], 1):.0f}%)"
         for kind, count in lemmas["kinds"].items()
     )
-    commonest = [{**c, **{key: cell(c[key]) for key in ("form", "gold", "system")}} for c in lemmas["commonest"][:shown]]
+    commonest = [
+        {**c, **{key: cell(c[key]) for key in ("form", "gold", "system")}} for c in lemmas["commonest"][:shown]
+    ]
     boundaries = [
         {**bounds[kind], "kind": kind, "commonest": ", ".join(
             f"{cell(c['before'])} {cell(c['after'])} ({c['count']})" for c in bounds[kind]["commonest"][:5])}
