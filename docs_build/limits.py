@@ -38,7 +38,7 @@ def stale_bench(results: Results, role: str) -> str:
     return f"; stale: measured before {stale.what}" if stale else ""
 
 
-def speed(results: Results, ud_pipeline: bool) -> str:
+def speed(results: Results, ud_pipeline: bool = True) -> str:
     found = FILES.json(results, "speed")
     if found is None:
         return PROSE("speed-not-measured")
@@ -48,12 +48,12 @@ def speed(results: Results, ud_pipeline: bool) -> str:
     return PROSE("speed", weights=weights, threads=threads, stale=stale, inference=inference, c=c)
 
 
-def attention_memory(results: Results, ud_pipeline: bool) -> str:
+def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
     memory = FILES.json(results, "memory")
     return "" if memory is None else PROSE("attention-memory", kept=memory["bytes_kept_per_doc"])
 
 
-def heap(results: Results, ud_pipeline: bool) -> Optional[str]:
+def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     """What the memory benchmark measured of a long parse's heap: under jemalloc, which the command line
     runs under where it is installed, and on glibc's malloc; nothing once glibc's is within the targets."""
     memory = FILES.json(results, "memory")
@@ -86,7 +86,7 @@ def heap(results: Results, ud_pipeline: bool) -> Optional[str]:
     )
 
 
-def attention_gradient(results: Results, ud_pipeline: bool) -> str:
+def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
     """What the attention curve measured of the config that carries attention gradients: ft:emb+att - emb+att
     on EWT test, paired by seed, at each size the curve trained it."""
     from spacy_pairatt.study.attention_curve_table import sentences
@@ -105,7 +105,7 @@ def attention_gradient(results: Results, ud_pipeline: bool) -> str:
     return PROSE("attention-gradient", gains=gains, most=max(e["n_train"] for e in entries)) if entries else ""
 
 
-def max_unsegmented_tokens(results: Results, ud_pipeline: bool) -> str:
+def max_unsegmented_tokens(results: Results, ud_pipeline: bool = True) -> str:
     """features.MAX_UNSEGMENTED_TOKENS, read from the package's source: the module that holds it imports spaCy."""
     import spacy_pairatt
 
@@ -116,7 +116,7 @@ def max_unsegmented_tokens(results: Results, ud_pipeline: bool) -> str:
     raise ValueError("no `MAX_UNSEGMENTED_TOKENS = ...` in spacy_pairatt")
 
 
-def segmenter(results: Results, ud_pipeline: bool) -> str:
+def segmenter(results: Results, ud_pipeline: bool = True) -> str:
     """Where raw text's sentences come from, and what their errors cost the parse."""
     pipeline, figures = "ud-pipeline" if ud_pipeline else "parser", ""
     own, gold = (results.json(path) for path, _ in FILES.files[f"segmenter-{pipeline}"])
@@ -127,7 +127,7 @@ def segmenter(results: Results, ud_pipeline: bool) -> str:
     return PROSE("segmenter", source=PROSE(f"senter-{pipeline}"), figures=figures)
 
 
-def annotation(results: Results, ud_pipeline: bool) -> str:
+def annotation(results: Results, ud_pipeline: bool = True) -> str:
     """What the shipped pipeline annotates, and its weakest annotation."""
     from spacy_pairatt.evaluation.ud_eval import f1_percent
 

@@ -1,15 +1,15 @@
 """The attention curve's blocks (docs/attention_curve.md, docs/ablation.md, README.md): their figures are
 those of results/attention_curve.json and its run records, and the runs they call missing are the
-workflow's plan (project.yml) less the runs in the table."""
+workflow's plan (docs_build/plan.json, the same as project.yml's) less the runs in the table."""
 
 import json
-import shutil
+import shlex
 
 import pytest
 from weasel.util import load_project_config
 
 from docs_build.curve_blocks import CURVE_JSON, RUNS_DIR, goal_text, missing_runs, planned, sources
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.limits import limits
 from docs_build.results import Results, source_note
 from spacy_pairatt.study.attention_curve import TASKS, Run, size_label
@@ -26,8 +26,8 @@ def gradient_limit(results):
     return next(text for text in limits(results) if text.startswith("With the default config"))
 
 
-def planned_runs(root):
-    return [run for run, _ in planned(root)]
+def planned_runs():
+    return [run for run, _ in planned()]
 
 
 def committed_table():
@@ -63,11 +63,30 @@ def issue_plan():
 
 
 def test_the_workflow_plans_the_runs_the_issue_asks_for():
-    planned = [run.run_id for run in planned_runs(REPO)]
+    planned = [run.run_id for run in planned_runs()]
     assert len(planned) == len(set(planned)) and set(planned) == issue_plan()
     assert {"ewt_n6400_s0_att", "ewt_full_s0_emb", "semeval_full_s2_att", "semeval_markers_n1000_s0_emb"} <= set(
         planned
     )
+
+
+def test_the_plan_holds_the_runs_and_budgets_of_project_ymls_curve_run_commands():
+    """docs_build/plan.json restates the workflow's `curve-run` commands (the docs tool parses no project.yml and
+    imports no command line): parsed here with the command's own arguments, they plan the same runs and budgets."""
+    from spacy_pairatt.cli import build_parser
+    from spacy_pairatt.cli.attention_curve import curve_budget
+    from spacy_pairatt.study.attention_curve import plan_runs
+
+    project = load_project_config(REPO)
+    commands = {command["name"]: command for command in project["commands"]}
+    expected = []
+    for name in project["workflows"]["attention-curve"]:
+        for words in map(shlex.split, commands[name].get("script", [])):
+            if words[:4] == ["python", "-m", "spacy_pairatt", "curve-run"]:
+                args = build_parser().parse_args(words[3:])
+                runs = plan_runs(args.task, args.dataset, args.rows, args.sizes, args.seeds)
+                expected += [(run, curve_budget(args)) for run in runs]
+    assert planned() == expected and len(expected) == len(issue_plan())
 
 
 def test_the_block_figures_are_those_of_the_committed_table():
@@ -131,7 +150,6 @@ def write(root, path, data):
 
 
 def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tmp_path):
-    shutil.copy(REPO / "project.yml", tmp_path / "project.yml")
     results = Results(tmp_path)
     everything = sorted(issue_plan())
     assert {g["task"] for g in missing_runs(results)} == {"parser", "relations"}  # no table: all of it
@@ -154,7 +172,7 @@ def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tm
         assert "reached by emb+att - emb at 100 sentences (+1.25)" in text
     assert "| 100 | – | emb+att - emb | 1 | – | 0: +1.25 | +1.25 | +0.50 to +2.00 | holds |" in block
 
-    left_out = next(run for run in planned_runs(tmp_path) if run.run_id == everything[0])
+    left_out = next(run for run in planned_runs() if run.run_id == everything[0])
     expected = [(left_out.task, left_out.dataset, left_out.size, [left_out.seed])]
     write(tmp_path, CURVE_JSON, {**table, "runs": table["runs"][1:]})
     missing = missing_runs(Results(tmp_path))

@@ -6,12 +6,12 @@ import json
 import pytest
 
 from docs_build import results
-from docs_build.blocks import GPU_FILES
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.results import CodeChange, Results
 from tests.conftest import REPO
 
 gpu_block = BLOCKS["gpu"]  # the figures, then their source note
+GPU_FILES = gpu_block.sources(Results(REPO))  # training cost, test scores, speed
 
 
 def test_the_block_prints_the_figures_of_the_gpu_files():

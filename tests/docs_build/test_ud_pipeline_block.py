@@ -6,13 +6,13 @@ import shutil
 
 from spacy.util import load_config
 
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.results import Results
-from docs_build.ud_blocks import PUBLISHED_UD_FILE
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
 from tests.conftest import REPO, UD_DIR
 
 ud_pipeline_block = BLOCKS["ud-pipeline"]  # the figures, then their source note
+PUBLISHED_UD_FILE = ud_pipeline_block["published"]
 
 
 def first_sentences(path, n: int) -> str:
@@ -120,11 +120,11 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
 
 
 def test_the_tokenizer_effect_block_subtracts_spacys_tokenizer_from_the_pipelines(tmp_path):
-    from docs_build.ud_blocks import TOKENIZER_EFFECT_ROWS, tokenizer_effect_block
+    tokenizer_effect_block = BLOCKS["tokenizer-effect"]
 
     gold = tmp_path / "gold.conllu"
     gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
-    (ours, ours_path, _), (stock, stock_path, _) = TOKENIZER_EFFECT_ROWS
+    (ours, ours_path, _), (stock, stock_path, _) = tokenizer_effect_block.files["rows"]
     write_results(evaluate_files(gold, gold), gold, gold, tmp_path / ours_path)
     assert f"| {stock} | – |" in tokenizer_effect_block(Results(tmp_path))
     lines = gold.read_text(encoding="utf8").splitlines()

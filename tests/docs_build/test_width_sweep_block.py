@@ -5,12 +5,12 @@ import json
 
 from spacy.util import load_config
 
-from docs_build.blocks import WIDTH_SWEEP_FILE
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.results import Results
 from tests.conftest import REPO
 
 width_sweep_block = BLOCKS["width-sweep"]  # the figures, then their source note
+WIDTH_SWEEP_FILE = width_sweep_block.path("sweep")
 
 
 def copy_checkout_parts(root, record):
