@@ -9,8 +9,8 @@ import pytest
 from weasel.util import load_project_config
 
 from docs_build.curve_blocks import CURVE_JSON, RUNS_DIR, goal_text, missing_runs, planned, sources
-from docs_build.plan import BLOCKS
 from docs_build.limits import limits
+from docs_build.plan import BLOCKS
 from docs_build.results import Results, source_note
 from spacy_pairatt.study.attention_curve import TASKS, Run, size_label
 from spacy_pairatt.study.attention_curve_table import sentences

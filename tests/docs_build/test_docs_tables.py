@@ -9,12 +9,11 @@ import sys
 import pytest
 
 from docs_build import plan
-from docs_build.__main__ import main
+from docs_build.__main__ import PROG, main
 from docs_build.model_card import model_card_notes
 from docs_build.plan import BLOCKS, doc_files, regenerate
 from docs_build.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
 from tests.conftest import REPO
-
 
 # Words with digits in the README that are names, versions or commands, not figures.
 README_NAMES = (
@@ -125,7 +124,7 @@ def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch
     assert "untrained weights" in speed_limit(Results(tmp_path))
     del speed["models"]
     write(tmp_path, "results/bench_speed.json", speed)
-    with pytest.raises(ValueError, match="^results/bench_speed.json has no 'models': re-run the command that makes it$"):
+    with pytest.raises(ValueError, match="^results/bench_speed.json has no 'models': re-run the command that makes"):
         speed_limit(Results(tmp_path))
 
 
@@ -219,7 +218,7 @@ def test_a_results_file_without_a_key_is_named_in_one_line_with_the_key(tmp_path
     with pytest.raises(SystemExit) as raised:
         main(["--root", str(tmp_path), "--check"])
     message = str(raised.value)
-    assert message == "python -m docs_build: error: results/probe.json has no 'probes': re-run the command that makes it"
+    assert message == f"{PROG}: error: results/probe.json has no 'probes': re-run the command that makes it"
     nested = {"probes": {"both": {"importance": {}}}, "data": {}}  # a key missing one level down
     write(tmp_path, "results/probe.json", nested)
     with pytest.raises(SystemExit, match=r"error: results/probe.json has no 'top_attention': re-run"):
