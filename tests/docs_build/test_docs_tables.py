@@ -7,11 +7,12 @@ import subprocess
 import sys
 
 import pytest
+import srsly
 
 from docs_build import plan
 from docs_build.__main__ import PROG, main
 from docs_build.model_card import model_card_notes
-from docs_build.plan import BLOCKS, doc_files, regenerate
+from docs_build.plan import BLOCKS, doc_files, planned_function, regenerate
 from docs_build.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
 from tests.conftest import REPO
 
@@ -49,6 +50,17 @@ def test_every_generated_block_equals_what_the_committed_results_give():
 def test_every_block_has_a_generator_and_every_generator_a_block():
     used = {name for path in doc_files(REPO) for name in re.findall(r"<!-- ([\w-]+):start -->", path.read_text("utf8"))}
     assert used == set(BLOCKS)
+
+
+def test_each_planned_block_names_functions_and_a_project_command_that_exist():
+    """plan.json names renderers by "module.function" and the command that makes a block's files by its project.yml
+    name (or a whole command line): a renamed function or command fails here, not in the next `docs` run."""
+    project = srsly.read_yaml(REPO / "project.yml")
+    names = {command["name"] for command in project["commands"]} | set(project["workflows"])
+    for name, block in BLOCKS.items():
+        assert all(callable(planned_function(block[key])) for key in ("render", "sources") if key in block.entry)
+        command = block.entry.get("command")
+        assert command is None or command.startswith("python ") or command.split()[0] in names, name
 
 
 def test_the_readme_shows_no_figure_outside_generated_blocks():
