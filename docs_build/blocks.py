@@ -129,8 +129,7 @@ def evaluation_table(results: Results, block) -> str:
 
 
 def tokenizer_block(results: Results, block) -> str:
-    result = block.json(results, "tokenizer")
-    return tokenizer_tables(result) + "\n" if result else ""
+    return tokenizer_tables(block.json(results, "tokenizer")) + "\n"
 
 
 def relations_block(results: Results, block) -> str:
@@ -200,7 +199,7 @@ def width_sweep_block(results: Results, block) -> str:
     """bench/sweep.py over the scorer's widths: EWT dev at every evaluation, and each narrower pair against
     the config's own."""
     record, sweep = block.json(results, "sweep"), bench_module(results, "sweep")
-    if record is None or sweep is None:
+    if sweep is None:
         return ""
     lines = sweep.markdown(record).splitlines()[2:]  # without its heading
     own = ",".join(str(sweep_setting(results.root, record["config"], key)) for key in record["settings"])
@@ -227,10 +226,7 @@ def ablation_block(results: Results, block) -> str:
     from spacy_pairatt.study.ablation import DATASETS
     from spacy_pairatt.study.ablation_table import dataset_markdown, seed_spread_markdown, verdict_text
 
-    found = block.json(results, "table")
-    if found is None:
-        return ""
-    parts, names = [], [dataset.key for dataset in DATASETS]
+    found, parts, names = block.json(results, "table"), [], [dataset.key for dataset in DATASETS]
     for dataset in DATASETS:
         parts.append(f"### {found['datasets'][dataset.key]['name']} (test {', '.join(dataset.metrics).upper()})\n")
         parts.append(dataset_markdown(dataset, found["datasets"][dataset.key]["rows"]))
@@ -249,8 +245,8 @@ def ablation_block(results: Results, block) -> str:
 
 def ablation_learning_rate_block(results: Results, block) -> str:
     """The feature-based rows at the fine-tuned rows' learning rate, the reason for theirs."""
-    uas = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path, _ in block.files["rows"]]
-    return "" if None in uas else PROSE("ablation-lr", uas=uas, folder=block["folder"]) + "\n\n"
+    uas = [results.json(path)["scores"]["dep_uas"] for path, _ in block.files["rows"]]
+    return PROSE("ablation-lr", uas=uas, folder=block["folder"]) + "\n\n"
 
 
 def ablation_cost_block(results: Results, block) -> str:
@@ -272,8 +268,6 @@ def ablation_cost_block(results: Results, block) -> str:
 def probe_block(results: Results, block) -> str:
     """The probe's UAS and importance summary."""
     probe = block.json(results, "probe")
-    if probe is None:
-        return ""
     both = probe["probes"]["both"]["importance"]
     top = both["top_attention"][0] if both["top_attention"] else None
     uas = ", ".join(f"{name} {percent(p['uas'])}" for name, p in probe["probes"].items())
@@ -284,8 +278,6 @@ def probe_block(results: Results, block) -> str:
 def calibration_block(results: Results, block) -> str:
     """ECE and error recall on dev and test, before and after the temperatures fitted on dev (`calibrate`)."""
     report = block.json(results, "report")
-    if report is None:
-        return ""
     fitted = f"{report['arc_temperature']:.2f}, {report['label_temperature']:.2f}"
     rows = [
         {**report[f"{split}_{when}"], **report[f"{split}_{when}"]["sentence_error_recall_at_20pct"], "split": split,
@@ -306,7 +298,7 @@ def confidence_cost_block(results: Results, block) -> str:
 def arc_objectives_block(results: Results, block) -> str:
     """Dev UAS/LAS (no punctuation) of the two arc objectives trained on the same config, budget and seed."""
     found = [{"name": name, "result": results.json(path)} for name, path, _ in block.files["rows"]]
-    return "" if any(row["result"] is None for row in found) else paragraphs(PROSE.table("arc-objectives", found))
+    return paragraphs(PROSE.table("arc-objectives", found))
 
 
 def encoder_sources(results: Results, block) -> Sources:
@@ -325,8 +317,6 @@ def encoders_block(results: Results, block) -> str:
     from spacy_pairatt.study.encoders_table import encoders_markdown
 
     found = block.json(results, "table")
-    if found is None:
-        return ""
     speed = [(path, kind) for path, kind in encoder_sources(results, block) if kind == "bench"]
     return encoders_markdown(found) + "\n\n" + speed_days_note(results, speed)
 

@@ -23,8 +23,8 @@ def planned_function(name: str) -> Callable:
 
 
 class Block:
-    """A block of the plan: its figures (its renderer's markdown, ending in a blank line, "" where its files are
-    missing), then, where it names a command, where they come from (`source_note`)."""
+    """A block of the plan: its figures (its renderer's markdown, ending in a blank line; "" where a file of the
+    roles it `requires` is missing), then, where it names a command, where they come from (`source_note`)."""
 
     def __init__(self, name: str, entry: Dict):
         self.name, self.entry = name, entry
@@ -46,7 +46,10 @@ class Block:
         return [tuple(row[-2:]) for rows in self.files.values() for row in rows]
 
     def __call__(self, results: Results) -> str:
-        text, command = planned_function(self.entry["render"])(results, self), self.entry.get("command")
+        required = [row[-2] for role in self.entry.get("requires", ()) for row in self.files[role]]
+        missing = any(results.json(path) is None for path in required)  # no figures, and the note says so
+        text = "" if missing else planned_function(self.entry["render"])(results, self)
+        command = self.entry.get("command")
         if command is None:
             return text
         command = command if command.startswith("python ") else f"python -m spacy project run {command}"
