@@ -17,7 +17,7 @@ def main(argv=None) -> None:
     root = Path(args.root)
     from spacy_pairatt.json_files import write_text
 
-    from .model_card import model_card_notes
+    from .limits import model_card_notes
     from .plan import doc_files, regenerate
 
     if not args.model_card and not doc_files(root):

@@ -1,6 +1,7 @@
 """Known limits (templates/limits.md): the README, docs/parser.md and the model card state the same ones; the
 functions here write their measured figures (prose in templates/limit_figures.md), for en_pairatt
-(`ud_pipeline`) or the parser alone."""
+(`ud_pipeline`) or the parser alone. And the end of the shipped model card (`python -m docs_build --model-card`,
+for `assemble --notes`; templates/model_card.md): data and licence, what was measured and the limits."""
 
 import ast
 import re
@@ -15,14 +16,17 @@ from spacy_pairatt.reports import (
     jemalloc_release_setting,
 )
 
-from .blocks import Prose
+from .blocks import LEMMAS_BAR, SENTENCE_F_BAR, Prose, against_bar
 from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
-from .plan import BLOCKS
+from .plan import BLOCKS, PLAN, Block
 from .results import Results
-from .ud_blocks import LEMMAS_BAR, SENTENCE_F_BAR, against_bar
 
 TEMPLATE = Path(__file__).parent / "templates" / "limits.md"
-PROSE = Prose("limit_figures.md")
+PROSE, MEASURED = Prose("limit_figures.md"), Prose("model_card_measured.md")
+MODEL_CARDS = {
+    ud_pipeline: Block(name, PLAN["model_card"][name])
+    for ud_pipeline, name in ((True, "ud_pipeline"), (False, "parser"))
+}
 FILES = BLOCKS["limits"]  # its results files, by role
 # The weights bench/speed.py timed: those of the pipelines it loaded trained.
 WEIGHTS = {
@@ -157,3 +161,31 @@ def limits(results: Results, ud_pipeline: bool = True) -> List[str]:
 def limits_block(results: Results, block=FILES, ud_pipeline: bool = True) -> str:
     """Known limits (README, docs/parser.md and the model card); `block`: the plan's (FILES)."""
     return "\n".join(f"- {text}" for text in limits(results, ud_pipeline)) + "\n"
+
+
+def measured(results: Results, card: Block) -> str:
+    """The model card's accuracy, accuracy on raw text, speed ratios and memory (its source note follows)."""
+    lines = [
+        MEASURED(piece, result=results.json(path)) for piece, path, _ in card.files["accuracy"] if results.json(path)
+    ]
+    speed, memory = card.json(results, "speed"), card.json(results, "memory")
+    if speed is not None:
+        lines.append(MEASURED("speed", inference=speed["inference"]))
+    if memory is not None:
+        jemalloc = memory.get("jemalloc")
+        jemalloc = jemalloc and MEASURED(
+            "memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"]
+        )
+        ends = {"shortest": memory["runs"][0], "longest": memory["runs"][-1]}
+        lines.append(MEASURED("memory", memory=memory, jemalloc=jemalloc or "", **ends))
+    return "\n".join(lines) + "\n\n" if lines else "\n"
+
+
+def model_card_notes(root: Path = Path("."), ud_pipeline: bool = True) -> str:
+    """The model card's end for en_pairatt (the UD pipeline) or, not `ud_pipeline`, en_pairatt_parser."""
+    results = Results(root)
+    notes = TEMPLATE.with_name("model_card.md").read_text(encoding="utf8")
+    notes = notes.format(
+        measured=MODEL_CARDS[ud_pipeline](results), limits=limits_block(results, ud_pipeline=ud_pipeline)
+    )
+    return notes.rstrip("\n") + "\n"

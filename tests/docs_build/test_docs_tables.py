@@ -11,7 +11,7 @@ import srsly
 
 from docs_build import plan
 from docs_build.__main__ import PROG, main
-from docs_build.model_card import model_card_notes
+from docs_build.limits import model_card_notes
 from docs_build.plan import BLOCKS, doc_files, planned_function, regenerate
 from docs_build.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
 from tests.conftest import REPO
