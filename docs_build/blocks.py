@@ -13,7 +13,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
 
-from .results import Results, Sources, speed_days_note
+from .results import MissingFigure, Results, Sources, speed_days_note
 
 
 class Figures(Formatter):
@@ -51,6 +51,8 @@ class Prose:
     def __call__(self, piece: str, /, **fields) -> str:
         try:
             return FIGURES.format(self.pieces[piece], **fields)
+        except MissingFigure:  # it names the results file
+            raise
         except (KeyError, IndexError) as missing:  # a results file from an older command, or a hand-edited one
             raise ValueError(f"templates/{self.path.name}, piece {piece!r}: its figures lack {missing}") from None
 

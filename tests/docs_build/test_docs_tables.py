@@ -233,7 +233,13 @@ def test_a_results_file_without_a_key_is_named_in_one_line_with_the_key(tmp_path
     assert message == f"{PROG}: error: results/probe.json has no 'probes': re-run the command that makes it"
     nested = {"probes": {"both": {"importance": {}}}, "data": {}}  # a key missing one level down
     write(tmp_path, "results/probe.json", nested)
-    with pytest.raises(SystemExit, match=r"error: results/probe.json has no 'top_attention': re-run"):
+    with pytest.raises(
+        SystemExit, match=r"^python -m docs_build: error: results/probe.json has no 'top_attention': re"
+    ):
+        main(["--root", str(tmp_path), "--check"])
+    read_by_the_template = {"probes": {"both": {"uas": 0.5, "importance": {"top_attention": []}}}, "data": {}}
+    write(tmp_path, "results/probe.json", read_by_the_template)
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: results/probe.json has no 'train': re-run"):
         main(["--root", str(tmp_path), "--check"])
 
 
