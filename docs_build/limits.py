@@ -15,9 +15,9 @@ from spacy_pairatt.reports import (
     heap_release_setting,
     jemalloc_release_setting,
 )
+from spacy_pairatt.study.attention_curve_table import sentences
 
-from .blocks import LEMMAS_BAR, SENTENCE_F_BAR, Prose, against_bar
-from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
+from .blocks import CURVE_JSON, LEMMAS_BAR, SENTENCE_F_BAR, Prose, against_bar, comparison_entries, shown_entries
 from .plan import BLOCKS, PLAN, Block
 from .results import Results
 
@@ -65,8 +65,6 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
         return PROSE("heap-not-measured")
     sizes, stale = [run["sentences"] for run in memory["runs"]], stale_bench(results, "memory")
     growth = PROSE("heap-growth", memory=memory, shortest=min(sizes), longest=max(sizes), stale=stale)
-    if "heap_release" not in memory:  # measured before parsing handed free heap back
-        return PROSE("heap-unreleased", growth=growth)
     released = [run for run in memory["runs"] if run.get("heap_release")]
     if heap_growth_within_bars(released, memory["speed_check"]["speed_cost_at_default_interval"]) and not stale:
         return None
@@ -93,19 +91,9 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
 def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
     """What the attention curve measured of the config that carries attention gradients: ft:emb+att - emb+att
     on EWT test, paired by seed, at each size the curve trained it."""
-    from spacy_pairatt.study.attention_curve_table import sentences
-
     found = results.json(CURVE_JSON)
     entries = comparison_entries(shown_entries(found), "ftatt", "att") if found else []
-    gains = "; ".join(
-        PROSE(
-            "gradient-gain",
-            entry=e,
-            sentences=sentences(e["n_train"], e["size"]),
-            seeds=", ".join(map(str, e["seeds"])),
-        )
-        for e in entries
-    )
+    gains = "; ".join(PROSE("gradient-gain", entry=e, sentences=sentences(e["n_train"], e["size"])) for e in entries)
     return PROSE("attention-gradient", gains=gains, most=max(e["n_train"] for e in entries)) if entries else ""
 
 
@@ -165,20 +153,14 @@ def limits_block(results: Results, block=FILES, ud_pipeline: bool = True) -> str
 
 def measured(results: Results, card: Block) -> str:
     """The model card's accuracy, accuracy on raw text, speed ratios and memory (its source note follows)."""
-    lines = [
-        MEASURED(piece, result=results.json(path)) for piece, path, _ in card.files["accuracy"] if results.json(path)
-    ]
-    speed, memory = card.json(results, "speed"), card.json(results, "memory")
-    if speed is not None:
-        lines.append(MEASURED("speed", inference=speed["inference"]))
-    if memory is not None:
-        jemalloc = memory.get("jemalloc")
-        jemalloc = jemalloc and MEASURED(
-            "memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"]
-        )
-        ends = {"shortest": memory["runs"][0], "longest": memory["runs"][-1]}
-        lines.append(MEASURED("memory", memory=memory, jemalloc=jemalloc or "", **ends))
-    return "\n".join(lines) + "\n\n" if lines else "\n"
+    accuracy = [MEASURED(piece, result=results.json(path)) for piece, path, _ in card.files["accuracy"]]
+    memory, jemalloc = card.json(results, "memory"), card.json(results, "memory").get("jemalloc")
+    jemalloc = jemalloc and MEASURED("memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"])
+    ends = {"shortest": memory["runs"][0], "longest": memory["runs"][-1]}
+    return "\n".join(
+        [*accuracy, MEASURED("speed", inference=card.json(results, "speed")["inference"]),
+         MEASURED("memory", memory=memory, jemalloc=jemalloc or "", **ends)]
+    ) + "\n\n"  # fmt: skip
 
 
 def model_card_notes(root: Path = Path("."), ud_pipeline: bool = True) -> str:

@@ -88,20 +88,15 @@ class Results:
         created = ((self.json(path) or {}).get("provenance") or {}).get("created")
         return Made(path, created, True, kind) if created else Made(path, self.committed(path), False, kind)
 
-    def has_history(self) -> bool:
-        """Whether git knows when each results file was committed (a checkout with full history)."""
-        return self.git("rev-parse", "--is-shallow-repository") == "false"
-
-    def git(self, *args: str) -> Optional[str]:
-        try:
-            done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
     def committed(self, path: str) -> Optional[str]:
         """The date of the last commit that changed `path` (None without git or history)."""
-        return self.git("log", "-1", "--format=%cI", "--", path) or None
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.root), "log", "-1", "--format=%cI", "--", path], capture_output=True, text=True
+            )
+        except OSError:
+            return None
+        return done.stdout.strip() or None
 
 
 def source_note(results: Results, sources: Sources, command: str) -> str:

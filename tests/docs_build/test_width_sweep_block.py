@@ -14,9 +14,8 @@ WIDTH_SWEEP_FILE = width_sweep_block.path("sweep")
 
 
 def copy_checkout_parts(root, record):
-    for path in ("bench/sweep.py", "configs/parser_minilm.cfg"):
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text((REPO / path).read_text(encoding="utf8"), encoding="utf8")
+    (root / "configs").mkdir()  # the config's own widths
+    (root / "configs" / "parser_minilm.cfg").write_text((REPO / "configs" / "parser_minilm.cfg").read_text("utf8"))
     (root / WIDTH_SWEEP_FILE).parent.mkdir(parents=True, exist_ok=True)
     (root / WIDTH_SWEEP_FILE).write_text(json.dumps(record), encoding="utf8")
 
