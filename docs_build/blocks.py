@@ -1,5 +1,6 @@
 """The renderers of plan.json's blocks and their prose (templates/*.md): each turns results files into markdown
-that ends in a blank line, or "" where its files are not there yet. Figures are rounded once, when printed."""
+that ends in a blank line (a block whose `requires` files are missing is not rendered: plan.Block). Figures are
+rounded once, when printed."""
 
 import re
 import shlex
@@ -19,9 +20,10 @@ from .results import MissingFigure, Results, Sources, speed_days_note
 
 class Figures(Formatter):
     """`str.format` with a scale as conversion: `!p`, a fraction in points (100 times it), `!k`, `!M` and `!G`
-    in thousands, millions and billions (bytes in kB, MB, GB); `!l`, a list as "a, b"; None prints as "–"."""
+    in thousands, millions and billions (bytes in kB, MB, GB), `!m` and `!h`, seconds in minutes and hours; `!l`,
+    a list as "a, b"; None prints as "–"."""
 
-    DIVISORS = {"k": 1e3, "M": 1e6, "G": 1e9}
+    DIVISORS = {"k": 1e3, "M": 1e6, "G": 1e9, "m": 60, "h": 3600}
 
     def convert_field(self, value, conversion):
         if conversion == "l":
@@ -107,28 +109,22 @@ def config_value(root: Path, path: str, keys: str):
 
 def training_cost(results: Results, path: str, **fields) -> Dict:
     """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG` it ran (its
-    `--training.max_steps`, else its config's as it is now), its minutes and seconds a step."""
-    cost, args = results.json(path), shlex.split(results.json(path)["command"])
+    `--training.max_steps`, else its config's as it is now) and seconds a step."""
+    cost = results.json(path)
+    args = shlex.split(cost["command"])
     options = dict(zip(args, args[1:]))
     steps = int(
         options.get("--training.max_steps") or config_value(results.root, options["train"], "training.max_steps")
     )
-    return {
-        **cost,
-        **fields,
-        "steps": steps,
-        "minutes": cost["wall_seconds"] / 60,
-        "per_step": cost["wall_seconds"] / steps,
-    }
+    return {**cost, **fields, "steps": steps, "per_step": cost["wall_seconds"] / steps}
 
 
 def piece_block(results: Results, block) -> str:
     """The template piece the plan names ("piece") over the JSON of each role of the block: one file's, or the
     list of its files' where a role has several."""
     found = {role: [results.json(row[-2]) for row in rows] for role, rows in block.files.items()}
-    return paragraphs(
-        PROSE(block["piece"], **{role: files[0] if len(files) == 1 else files for role, files in found.items()})
-    )
+    fields = {role: files[0] if len(files) == 1 else files for role, files in found.items()}
+    return paragraphs(PROSE(block["piece"], **fields))
 
 
 def evaluation_table(results: Results, block) -> str:
@@ -246,7 +242,7 @@ def ablation_cost_block(results: Results, block) -> str:
         fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
         parts.append(PROSE("ablation-cost-dataset", name=name, seconds=sum(rows.values()), ft=fine_tuned, rows=rows))
         total += sum(rows.values())
-    return PROSE("ablation-cost", datasets=" and ".join(parts), hours=total / 3600) + "\n\n"
+    return PROSE("ablation-cost", datasets=" and ".join(parts), seconds=total) + "\n\n"
 
 
 def probe_block(results: Results, block) -> str:
@@ -302,24 +298,17 @@ def requirements_block(results: Results, block) -> str:
     """Disk (results/footprint.json) and the wall time and peak RSS of the `all` workflow's trainings, so that a
     user can tell whether the machine fits."""
     footprint = block.json(results, "footprint")
-    folders, costs = (
-        footprint["folder_bytes"],
-        [(what, results.json(path)) for what, path, _ in block.files["trainings"]],
-    )
-    model, data = folders.get("training/pairatt/model-best"), folders.get("assets", 0) + folders.get("corpus", 0)
-    model, data = model and PROSE("disk-model", bytes=model), data and PROSE("disk-data", bytes=data)
-    each = "; ".join(
-        PROSE("time-training", what=what, minutes=cost["wall_seconds"] / 60, cost=cost) for what, cost in costs
-    )
+    model = footprint["folder_bytes"].get("training/pairatt/model-best")
+    data = footprint["folder_bytes"].get("assets", 0) + footprint["folder_bytes"].get("corpus", 0)
+    model, data = PROSE("disk-model", bytes=model) if model else "", PROSE("disk-data", bytes=data) if data else ""
+    costs = [(what, results.json(path)) for what, path, _ in block.files["trainings"]]
     cores = {cost["provenance"]["cores"] for _, cost in costs}
-    where, minutes = (
-        f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU",
-        sum(c["wall_seconds"] for _, c in costs) / 60,
-    )
+    each = "; ".join(PROSE("time-training", what=what, cost=cost) for what, cost in costs)
+    where = f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU"
     return paragraphs(
-        PROSE("disk", footprint=footprint, model=model or "", data=data or "")
+        PROSE("disk", footprint=footprint, model=model, data=data)
         + "\n"
-        + PROSE("time", where=where, each=each, minutes=minutes)
+        + PROSE("time", where=where, each=each, seconds=sum(cost["wall_seconds"] for _, cost in costs))
     )
 
 
@@ -338,11 +327,9 @@ def against_bar(value: float, bar: float) -> str:
 def ud_pipeline_block(results: Results, block) -> str:
     """The UD pipeline's CoNLL 2018 scores beside published ones, its targets, speed and training cost."""
     published = results.json(block["published"])["rows"]
-    rows = [
-        (system, data, {metric: f1_percent(result, metric) for metric in result["metrics"]})
-        for system, data, path, _ in block.files["scores"]
-        for result in [results.json(path)]
-    ] + [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
+    measured = [(system, data, results.json(path)) for system, data, path, _ in block.files["scores"]]
+    rows = [(system, data, {m: f1_percent(result, m) for m in result["metrics"]}) for system, data, result in measured]
+    rows += [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
     cells = [(system, data, *(f"{s[m]:.2f}" if m in s else "–" for m in METRICS)) for system, data, s in rows]
     cited = {}  # source -> where it was read, each once, in row order
     for row in published:
@@ -355,9 +342,7 @@ def ud_pipeline_block(results: Results, block) -> str:
     speeds = pipeline["words_per_second"], parser_only["words_per_second"]
     return paragraphs(
         table(("system", "data", *METRICS), cells),
-        UD_PROSE.table(
-            "targets", ud_pipeline_targets(results.json(block.files["scores"][3][2]), pipeline, alone, docs)
-        ),
+        UD_PROSE.table("targets", ud_pipeline_targets(measured[3][2], pipeline, alone, docs)),  # EWT test, gold tokens
         UD_PROSE("speed-and-training", ratio=speeds[0] / speeds[1], speeds=speeds, training="; ".join(trainings)),
         UD_PROSE("published", path=block["published"], sources=sources),
     )
@@ -414,10 +399,8 @@ def tokenizer_effect_block(results: Results, block) -> str:
     rows = [(name, *(f"{f1_percent(result, m):.2f}" for m in TOKENIZER_EFFECT_METRICS)) for name, result in found]
     (_, ours), (_, stock) = found
     differences = (f"{f1_percent(ours, m) - f1_percent(stock, m):+.2f}" for m in TOKENIZER_EFFECT_METRICS)
-    return (
-        table(("tokenizer", *TOKENIZER_EFFECT_METRICS), [*rows, ("UD English minus spaCy English", *differences)])
-        + "\n\n"
-    )
+    rows.append(("UD English minus spaCy English", *differences))
+    return table(("tokenizer", *TOKENIZER_EFFECT_METRICS), rows) + "\n\n"
 
 
 CURVE_PROSE = Prose("curve_blocks.md")  # the attention curve's blocks (docs/attention_curve.md, README.md)

@@ -75,16 +75,10 @@ def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     jemalloc = memory.get("jemalloc")
     if jemalloc is None or stale:
         return glibc[0].upper() + glibc[1:]
-    runs, within = jemalloc["runs"], heap_growth_within_bars(jemalloc["runs"], jemalloc["speed_check"]["speed_cost"])
+    within = heap_growth_within_bars(jemalloc["runs"], jemalloc["speed_check"]["speed_cost"])
     setting, verdict = jemalloc_release_setting(jemalloc), "within" if within else "not within"
     return PROSE(
-        "heap-jemalloc",
-        jemalloc=jemalloc,
-        setting=setting,
-        shortest=runs[0],
-        longest=runs[-1],
-        verdict=verdict,
-        glibc=glibc,
+        "heap-jemalloc", jemalloc=jemalloc, setting=setting, longest=jemalloc["runs"][-1], verdict=verdict, glibc=glibc
     )
 
 
@@ -154,13 +148,11 @@ def limits_block(results: Results, block=FILES, ud_pipeline: bool = True) -> str
 def measured(results: Results, card: Block) -> str:
     """The model card's accuracy, accuracy on raw text, speed ratios and memory (its source note follows)."""
     accuracy = [MEASURED(piece, result=results.json(path)) for piece, path, _ in card.files["accuracy"]]
-    memory, jemalloc = card.json(results, "memory"), card.json(results, "memory").get("jemalloc")
-    jemalloc = jemalloc and MEASURED("memory-jemalloc", growth=jemalloc["peak_rss_growth"], version=jemalloc["version"])
-    ends = {"shortest": memory["runs"][0], "longest": memory["runs"][-1]}
-    return "\n".join(
-        [*accuracy, MEASURED("speed", inference=card.json(results, "speed")["inference"]),
-         MEASURED("memory", memory=memory, jemalloc=jemalloc or "", **ends)]
-    ) + "\n\n"  # fmt: skip
+    memory, speed = card.json(results, "memory"), card.json(results, "speed")
+    jemalloc = memory.get("jemalloc")
+    jemalloc = MEASURED("memory-jemalloc", jemalloc=jemalloc) if jemalloc else ""
+    memory = MEASURED("memory", memory=memory, jemalloc=jemalloc, longest=memory["runs"][-1])
+    return "\n".join([*accuracy, MEASURED("speed", inference=speed["inference"]), memory]) + "\n\n"
 
 
 def model_card_notes(root: Path = Path("."), ud_pipeline: bool = True) -> str:

@@ -1,6 +1,6 @@
 """The docs' plan, plan.json: every generated block of README.md and docs/*.md (the text between
 `<!-- NAME:start -->` and `<!-- NAME:end -->`) with the renderer of its figures, the results files behind them
-and the command that makes them again; the model card's files; the attention curve's planned runs.
+and the command that makes them again; the model card's files.
 `regenerate` writes the blocks (tests/docs_build/test_docs_tables.py checks that they are up to date)."""
 
 import json
