@@ -1,28 +1,33 @@
-"""The figures of the generated blocks, each a `Block`: its renderer turns results files into markdown that
-ends in a blank line, or "" where its files are not there yet, with its prose in templates/blocks.md; the
-block adds the source note. Figures are rounded once, when printed."""
+"""The renderers of plan.json's blocks and their prose (templates/*.md): each turns results files into markdown
+that ends in a blank line (a block whose `requires` files are missing is not rendered: plan.Block). Figures are
+rounded once, when printed."""
 
-import json
 import re
 import shlex
-from functools import cached_property
+from functools import cache, cached_property
 from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 from string import Formatter
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
+from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
+from spacy_pairatt.study.attention_curve_table import interval_span, sentences
 
-from .results import Results, Sources, speed_days_note
+from .plan import BLOCKS
+from .results import MissingFigure, Results, Sources, speed_days_note
 
 
 class Figures(Formatter):
     """`str.format` with a scale as conversion: `!p`, a fraction in points (100 times it), `!k`, `!M` and `!G`
-    in thousands, millions and billions (bytes in kB, MB, GB); None prints as "–"."""
+    in thousands, millions and billions (bytes in kB, MB, GB), `!m` and `!h`, seconds in minutes and hours; `!l`,
+    a list as "a, b"; None prints as "–"."""
 
-    DIVISORS = {"k": 1e3, "M": 1e6, "G": 1e9}
+    DIVISORS = {"k": 1e3, "M": 1e6, "G": 1e9, "m": 60, "h": 3600}
 
     def convert_field(self, value, conversion):
+        if conversion == "l":
+            return ", ".join(map(str, value))
         if value is None or conversion not in ("p", *self.DIVISORS):
             return super().convert_field(value, conversion)
         return 100 * value if conversion == "p" else value / self.DIVISORS[conversion]
@@ -51,6 +56,8 @@ class Prose:
     def __call__(self, piece: str, /, **fields) -> str:
         try:
             return FIGURES.format(self.pieces[piece], **fields)
+        except MissingFigure:  # it names the results file
+            raise
         except (KeyError, IndexError) as missing:  # a results file from an older command, or a hand-edited one
             raise ValueError(f"templates/{self.path.name}, piece {piece!r}: its figures lack {missing}") from None
 
@@ -80,212 +87,112 @@ def verdict(met: bool) -> str:
     return "met" if met else "**not met**"
 
 
-def paths(rows: Sequence[Sequence]) -> Sources:
-    """(path, kind): the last two fields of each row."""
-    return [tuple(row[-2:]) for row in rows]
-
-
-def bench_module(results: Results, name: str = "table"):
-    """bench/{name}.py of the checkout (the renderer of its results/*.md), or None outside one."""
-    path = results.root / "bench" / f"{name}.py"
-    if not path.exists():
-        return None
-    spec = spec_from_file_location(f"pairatt_bench_{name}", path)
+@cache
+def bench_module(name: str):
+    """bench/{name}.py of this checkout: the renderer of its results/*.md."""
+    spec = spec_from_file_location(f"pairatt_bench_{name}", Path(__file__).parents[1] / "bench" / f"{name}.py")
     module = module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def subsection(lines: Sequence[str]) -> str:
-    """A section of results/bench.md one heading level down, for a doc's own section."""
-    return "\n".join("#" + line if line.startswith("## ") else line for line in lines)
-
-
-def config_value(root, path: str, keys: str, overrides: Optional[Dict] = None, interpolate: bool = False):
+def config_value(root: Path, path: str, keys: str):
     """A setting (dotted `keys`) of the config at `path` in the checkout `root`, read as spaCy's `load_config`
     does (by confection, which spaCy uses: no spaCy import)."""
     from confection import Config
 
-    config = Config().from_disk(root / path, overrides=overrides or {}, interpolate=interpolate)
+    config = Config().from_disk(root / path)
     for key in keys.split("."):
         config = config[key]
     return config
 
 
-def json_value(text: str):
-    """A command-line value as JSON where it parses, else the text."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-
-
-def training_cost(results: Results, path: str, **fields) -> Optional[Dict]:
-    """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG [--section.key
-    value ...]` it ran (its config as it is now, with the command's overrides), its minutes and seconds a step."""
+def training_cost(results: Results, path: str, **fields) -> Dict:
+    """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG` it ran (its
+    `--training.max_steps`, else its config's as it is now) and seconds a step."""
     cost = results.json(path)
-    if cost is None:
-        return None
     args = shlex.split(cost["command"])
-    overrides = {name[2:]: json_value(v) for name, v in zip(args, args[1:]) if name.startswith("--") and "." in name}
-    steps = int(config_value(results.root, args[args.index("train") + 1], "training.max_steps", overrides, True))
-    minutes, per_step = cost["wall_seconds"] / 60, cost["wall_seconds"] / steps
-    return {**cost, **fields, "steps": steps, "minutes": minutes, "per_step": per_step}
-
-
-def sweep_setting(root, path: str, keys: str):
-    """A setting a sweep recorded, in the config as it is now: sweeps made before the model's pair scorer was
-    renamed (`model.scorer` to `model.pair_scorer`) name it by the old key."""
-    try:
-        return config_value(root, path, keys)
-    except KeyError:
-        return config_value(root, path, keys.replace(".model.scorer.", ".model.pair_scorer."))
-
-
-# The evaluation tables: (model, split, evaluate's output, result kind).
-COMPARE_ROWS = (
-    ("pairatt_parser", "dev", "results/pairatt_dev.json", "parser"),
-    ("transition", "dev", "results/transition_dev.json", "transition"),
-    ("pairatt_parser", "test", "results/pairatt_test.json", "parser"),
-    ("transition", "test", "results/transition_test.json", "transition"),
-)
-SEGMENTATION_ROWS = tuple(
-    (f"pairatt_parser+{name}", "dev-docs", f"results/pairatt_dev_docs_{source}.json", "parser")
-    for name, source in (
-        ("sentencizer", "sentencizer"), ("senter", "senter"), ("gold-sentences", "gold"), ("no-segmenter", "none"),
+    options = dict(zip(args, args[1:]))
+    steps = int(
+        options.get("--training.max_steps") or config_value(results.root, options["train"], "training.max_steps")
     )
-)  # fmt: skip
+    return {**cost, **fields, "steps": steps, "per_step": cost["wall_seconds"] / steps}
 
 
-def evaluation_table(rows):
-    """The renderer of a table of `evaluate` results: its rows that are there, and whether their speeds compare."""
-
-    def render(results: Results) -> str:
-        present = [{"name": n, "split": s, "result": results.json(p)} for n, s, p, _ in rows if results.json(p)]
-        return (results_table(present) + "\n" if present else "") + speed_days_note(results, paths(rows))
-
-    return render
+def piece_block(results: Results, block) -> str:
+    """The template piece the plan names ("piece") over the JSON of each role of the block: one file's, or the
+    list of its files' where a role has several."""
+    found = {role: [results.json(row[-2]) for row in rows] for role, rows in block.files.items()}
+    fields = {role: files[0] if len(files) == 1 else files for role, files in found.items()}
+    return paragraphs(PROSE(block["piece"], **fields))
 
 
-TOKENIZER_FILE = "results/tokenizer_ewt.json"
+def evaluation_table(results: Results, block) -> str:
+    """`evaluate` results, a row each (name, split, file), and whether their speeds compare."""
+    rows = [
+        {"name": name, "split": split, "result": results.json(path)} for name, split, path, _ in block.files["rows"]
+    ]
+    return results_table(rows) + "\n" + speed_days_note(results, block.sources(results))
 
 
-def tokenizer_block(results: Results) -> str:
-    result = results.json(TOKENIZER_FILE)
-    return tokenizer_tables(result) + "\n" if result else ""
+def tokenizer_block(results: Results, block) -> str:
+    return tokenizer_tables(block.json(results, "tokenizer")) + "\n"
 
 
-RELATION_FILES = tuple(
-    (f"results/relations/{name}.json", "relations")
-    for name in (
-        "semeval_markers_emb_att_dev", "semeval_markers_emb_dev", "semeval_markers_emb_att_test",
-        "semeval_markers_emb_test", "docred_emb_att_test", "docred_emb_test",
-    )
-)  # fmt: skip
-FEATURE_GAPS = (
-    ("SemEval dev official macro-F1", "semeval_markers_", "dev", "rel_semeval_macro_f1"),
-    ("SemEval test official macro-F1", "semeval_markers_", "test", "rel_semeval_macro_f1"),
-    ("Re-DocRED test F1", "docred_", "test", "rel_docred_f1"),
-    ("Re-DocRED test Ign F1", "docred_", "test", "rel_docred_ign_f1"),
-    ("Re-DocRED test AUC", "docred_", "test", "rel_docred_auc"),
-)
-
-
-def relations_block(results: Results) -> str:
+def relations_block(results: Results, block) -> str:
     """SemEval and Re-DocRED tables, and what attention features add, in points from exact scores."""
-    rows = [("pairatt_rel", results.json(path)) for path, _ in RELATION_FILES if results.json(path) is not None]
-    measured = []
-    for label, prefix, split, metric in FEATURE_GAPS:
-        pair = [results.json(f"results/relations/{prefix}emb{att}_{split}.json") for att in ("_att", "")]
-        scores = [(result or {}).get("scores", {}).get(metric) for result in pair]
-        if None not in scores:
-            measured.append(f"{label} {100 * (scores[0] - scores[1]):+.1f}")
-    text = relations_table(rows) + "\n" if rows else ""
-    return text + (PROSE("feature-gaps", gaps="; ".join(measured)) + "\n\n" if measured else "")
+    rows = [("pairatt_rel", results.json(path)) for path, _ in block.files["rows"]]
+    gaps = "; ".join(
+        f"{label} {100 * (results.json(with_)['scores'][metric] - results.json(without)['scores'][metric]):+.1f}"
+        for label, metric, with_, without in block["gaps"]
+    )
+    return relations_table(rows) + "\n" + PROSE("feature-gaps", gaps=gaps) + "\n\n"
 
 
-BENCH_FILES = (("results/bench_speed.json", "bench"), ("results/bench_memory.json", "bench"))
-RELATIONS_MEMORY_FILE = "results/bench_relations_memory.json"
+def bench_sections(results: Results, block) -> str:
+    """Sections of results/bench.md, one heading level down: for each (function of bench/table.py, results file)
+    whose file is there, what the function writes of it."""
+    found = [(name, results.json(path)) for name, path, _ in block.files["sections"]]
+    sections = (getattr(bench_module("table"), name)(data) for name, data in found if data)
+    return paragraphs(*("\n".join("#" + line if line.startswith("## ") else line for line in s) for s in sections))
 
 
-def bench_sections(*sections: Tuple[str, str]):
-    """The renderer of sections of results/bench.md: for each (results file, function of bench/table.py) whose
-    file is there, what the function writes of it, one heading level down."""
-
-    def render(results: Results) -> str:
-        bench, found = bench_module(results), [(results.json(path), name) for path, name in sections]
-        return paragraphs(*(subsection(getattr(bench, name)(data)) for data, name in found if data and bench))
-
-    return render
-
-
-bench_block = bench_sections((BENCH_FILES[0][0], "speed_lines"), (BENCH_FILES[1][0], "memory_lines"))
-relations_memory_block = bench_sections((RELATIONS_MEMORY_FILE, "relations_memory_lines"))
-
-
-# `compare`'s two trainings, and the bar on the first: peak RSS of the default config's training.
-TRAINING_COST_FILES = (
-    ("pairatt_parser (`configs/parser_minilm.cfg`)", "results/train_pairatt_cost.json", "parser"),
-    ("transition parser (`configs/transition_minilm.cfg`)", "results/train_transition_cost.json", "transition"),
-)
-TRAINING_PEAK_RSS_BAR_MB = 4096
-
-
-def training_cost_block(results: Results) -> str:
-    """Steps, wall and CPU time and peak RSS of training each parser `compare` trains."""
-    runs = [training_cost(results, path, what=what) for what, path, _ in TRAINING_COST_FILES]
-    runs = [run for run in runs if run is not None]
-    pairatt, rss = results.json(TRAINING_COST_FILES[0][1]), ""
+def training_cost_block(results: Results, block) -> str:
+    """Steps, wall and CPU time and peak RSS of training each parser `compare` trains, and the bar on the first."""
+    runs = [training_cost(results, path, what=what) for what, path, _ in block.files["rows"] if results.json(path)]
+    pairatt, bar, rss = results.json(block.path("rows")), block["peak_rss_bar_mb"], ""
     if pairatt is not None:
-        met = verdict(pairatt["peak_rss_mb"] <= TRAINING_PEAK_RSS_BAR_MB)
         commands = "; ".join(f"`{run['command']}`" for run in runs)
-        rss = PROSE("training-rss", bar=TRAINING_PEAK_RSS_BAR_MB, run=pairatt, met=met, commands=commands)
+        rss = PROSE("training-rss", bar=bar, run=pairatt, met=verdict(pairatt["peak_rss_mb"] <= bar), commands=commands)
     return paragraphs(PROSE.table("training-cost", runs), rss)
 
 
-# bench-gpu's files: training cost and test scores are pairatt_parser results, the last is bench/speed.py's.
-GPU_FILES = (
-    ("results/gpu/train_pairatt_cost.json", "parser"),
-    ("results/gpu/pairatt_test.json", "parser"),
-    ("results/gpu/bench_speed.json", "bench"),
-)
-
-
-def gpu_block(results: Results) -> str:
+def gpu_block(results: Results, block) -> str:
     """`bench-gpu` on a lent GPU: an 800-step training, its EWT test scores and bench/speed.py; each part is
     left out where its file is missing (the source note says "not measured yet")."""
-    cost, test, speed = (results.json(path) for path, _ in GPU_FILES)
-    training, bench = "", bench_module(results)
-    if cost is not None:
-        steps = (test or {}).get("model_config", {}).get("max_steps")  # patience = 0: no early stop
-        per_step = (f"{steps} steps in ", f", {cost['wall_seconds'] / steps:.2f} s/step") if steps else ("", "")
-        training = PROSE("gpu-training", cost=cost, steps=per_step[0], per_step=per_step[1])
-    lines = []
-    if speed is not None and bench is not None:
-        lines = bench.speed_lines(speed)  # without its heading and the cProfile stages (misleading on a GPU)
-        lines = lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
-        if speed["machine"].get("gpu_peak_allocated_mb") is not None:
-            lines += ["", PROSE("gpu-allocated", machine=speed["machine"])]
+    cost, test, speed = (block.json(results, role) for role in ("training", "test", "speed"))
+    # bench/table.py's speed section, less its heading and cProfile's stages (which mislead on a GPU)
+    lines = speed and bench_module("table").speed_lines(speed)
+    lines = lines and lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
+    if lines and speed["machine"].get("gpu_peak_allocated_mb") is not None:
+        lines += ["", PROSE("gpu-allocated", machine=speed["machine"])]
     return paragraphs(
         speed and PROSE("gpu-device", gpu=speed["machine"]["gpu"] or "no GPU", run=speed["provenance"]),
-        training,
+        cost and PROSE("gpu-training", cost=training_cost(results, block.path("training"))),
         test and PROSE("gpu-test", scores=test["scores"], seed=test["model_config"]["seed"]),
-        "\n".join(lines),
+        lines and "\n".join(lines),
         lines and PROSE("gpu-bench", run=speed["provenance"]),
     )
 
 
-WIDTH_SWEEP_FILE = "results/gpu/width_sweep.json"
-
-
-def width_sweep_block(results: Results) -> str:
+def width_sweep_block(results: Results, block) -> str:
     """bench/sweep.py over the scorer's widths: EWT dev at every evaluation, and each narrower pair against
     the config's own."""
-    record, sweep = results.json(WIDTH_SWEEP_FILE), bench_module(results, "sweep")
-    if record is None or sweep is None:
-        return ""
+    record, sweep = block.json(results, "sweep"), bench_module("sweep")
     lines = sweep.markdown(record).splitlines()[2:]  # without its heading
-    own = ",".join(str(sweep_setting(results.root, record["config"], key)) for key in record["settings"])
+    # Its settings in the config as it is now: the pair scorer was `model.scorer` before a rename.
+    settings = [key.replace(".model.scorer.", ".model.pair_scorer.") for key in record["settings"]]
+    own = ",".join(str(config_value(results.root, record["config"], key)) for key in settings)
     names = " / ".join(sweep.short_name(setting) for setting in record["settings"])
     best = {run["value"]: run["best"] for run in record["runs"]}
     for value in [value for value in best if value != own] if own in best else []:
@@ -295,29 +202,21 @@ def width_sweep_block(results: Results) -> str:
     return "\n".join(lines + ["\n" + PROSE("width-device", record=record, commands=commands)]) + "\n\n"
 
 
-def ablation_files(results: Results, folders: Sequence[str], pattern: str) -> List:
-    """(path, result kind) of the files matching `pattern` in results/`folder` for each folder."""
+def ablation_files(results: Results, block) -> Sources:
+    """(path, result kind) of the files matching the block's pattern in each of its folders under results/."""
     return [
         (str(path.relative_to(results.root)), "transition" if path.name.startswith("transition") else "parser")
-        for folder in folders
-        for path in sorted((results.root / "results" / folder).glob(pattern))
+        for folder in block["folders"].values()
+        for path in sorted((results.root / "results" / folder).glob(block["pattern"]))
     ]
 
 
-def ablation_sources(results: Results) -> Sources:
-    """Each ablation row's test scores (the files the table is made of), in every results folder."""
-    return ablation_files(results, ("ablation", "ablation_seed1", "ablation_seed2"), "*/*_test.json")
-
-
-def ablation_block(results: Results) -> str:
+def ablation_block(results: Results, block) -> str:
     """Table 1 on both datasets, the orderings and the spread over seeds."""
     from spacy_pairatt.study.ablation import DATASETS
     from spacy_pairatt.study.ablation_table import dataset_markdown, seed_spread_markdown, verdict_text
 
-    found = results.json("results/ablation.json")
-    if found is None:
-        return ""
-    parts, names = [], [dataset.key for dataset in DATASETS]
+    found, parts, names = block.json(results, "table"), [], [dataset.key for dataset in DATASETS]
     for dataset in DATASETS:
         parts.append(f"### {found['datasets'][dataset.key]['name']} (test {', '.join(dataset.metrics).upper()})\n")
         parts.append(dataset_markdown(dataset, found["datasets"][dataset.key]["rows"]))
@@ -334,52 +233,21 @@ def ablation_block(results: Results) -> str:
     return "\n".join(parts) + "\n"
 
 
-LR_FOLDER = "results/ablation/ptb_fea_lr1e-4"
-LR_FILES = tuple(
-    (f"{LR_FOLDER}/{row}_{split}.json", "parser") for split in ("dev", "test") for row in ("fea_emb", "fea_emb_att")
-)
-
-
-def ablation_learning_rate_block(results: Results) -> str:
-    """The feature-based rows at the fine-tuned rows' learning rate, the reason for theirs."""
-    uas = [(results.json(path) or {}).get("scores", {}).get("dep_uas") for path, _ in LR_FILES]
-    return "" if None in uas else PROSE("ablation-lr", uas=uas, folder=LR_FOLDER) + "\n\n"
-
-
-ABLATION_TRAININGS = {"EWT": "ablation/ewt", "PTB": "ablation/ptb"}
-
-
-def ablation_training_sources(results: Results) -> Sources:
-    return ablation_files(results, list(ABLATION_TRAININGS.values()), "*_train.json")
-
-
-def ablation_cost_block(results: Results) -> str:
+def ablation_cost_block(results: Results, block) -> str:
     """What the Table 1 trainings took, summed from each row's training record."""
     parts, total = [], 0
-    for name, folder in ABLATION_TRAININGS.items():
-        rows = {
-            path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"]
-            for path, _ in ablation_files(results, [folder], "*_train.json")
-        }
-        if rows:
-            fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
-            seconds = sum(rows.values())
-            transition = rows.get("transition", 0)
-            parts.append(
-                PROSE("ablation-cost-dataset", name=name, seconds=seconds, ft=fine_tuned, transition=transition)
-            )
-            total += seconds
-    return PROSE("ablation-cost", datasets=" and ".join(parts), hours=total / 3600) + "\n\n" if parts else ""
+    for name, folder in block["folders"].items():
+        paths = ablation_files(results, {"folders": {name: folder}, "pattern": block["pattern"]})
+        rows = {path.rsplit("/", 1)[-1][: -len("_train.json")]: results.json(path)["seconds"] for path, _ in paths}
+        fine_tuned = ", ".join(f"{key} {value:,.0f} s" for key, value in rows.items() if key.startswith("ft_"))
+        parts.append(PROSE("ablation-cost-dataset", name=name, seconds=sum(rows.values()), ft=fine_tuned, rows=rows))
+        total += sum(rows.values())
+    return PROSE("ablation-cost", datasets=" and ".join(parts), seconds=total) + "\n\n"
 
 
-PROBE_FILE = "results/probe.json"
-
-
-def probe_block(results: Results) -> str:
+def probe_block(results: Results, block) -> str:
     """The probe's UAS and importance summary."""
-    probe = results.json(PROBE_FILE)
-    if probe is None:
-        return ""
+    probe = block.json(results, "probe")
     both = probe["probes"]["both"]["importance"]
     top = both["top_attention"][0] if both["top_attention"] else None
     uas = ", ".join(f"{name} {percent(p['uas'])}" for name, p in probe["probes"].items())
@@ -387,98 +255,251 @@ def probe_block(results: Results) -> str:
     return PROSE("probe", data=probe["data"], uas=uas, both=both, first=first) + "\n\n"
 
 
-CALIBRATION_FILE = "results/calibration.json"
-
-
-def calibration_block(results: Results) -> str:
+def calibration_block(results: Results, block) -> str:
     """ECE and error recall on dev and test, before and after the temperatures fitted on dev (`calibrate`)."""
-    report = results.json(CALIBRATION_FILE)
-    if report is None:
-        return ""
+    report = block.json(results, "report")
     fitted = f"{report['arc_temperature']:.2f}, {report['label_temperature']:.2f}"
-    rows = []
-    for split in ("dev", "test"):
-        for when, temperatures in (("before", "1, 1"), ("after", fitted)):
-            values = report[f"{split}_{when}"]
-            recall = values["sentence_error_recall_at_20pct"]
-            rows.append({**values, **recall, "split": split, "temperatures": temperatures})
+    rows = [
+        {**report[f"{split}_{when}"], **report[f"{split}_{when}"]["sentence_error_recall_at_20pct"], "split": split,
+         "temperatures": temperatures}
+        for split in ("dev", "test")
+        for when, temperatures in (("before", "1, 1"), ("after", fitted))
+    ]  # fmt: skip
     return paragraphs(PROSE.table("calibration", rows), PROSE("calibration-model", report=report))
 
 
-def confidence_cost_block(results: Results) -> str:
-    """Words/s relative to the transformer alone (b/a) with each `confidence` setting, one interleaved run."""
-    inference = (results.json(BENCH_FILES[0][0]) or {}).get("inference", {})
-    measured = "ratio_b_confidence_none_over_a" in inference
-    return paragraphs(PROSE("confidence", **inference) if measured else PROSE("confidence-not-measured"))
-
-
-OBJECTIVE_FILES = (
-    ("local", "results/pairatt_dev.json", "parser"),
-    ("tree_crf", "results/pairatt_treecrf_dev.json", "parser"),
-)
-
-
-def arc_objectives_block(results: Results) -> str:
+def arc_objectives_block(results: Results, block) -> str:
     """Dev UAS/LAS (no punctuation) of the two arc objectives trained on the same config, budget and seed."""
-    found = [{"name": name, "result": results.json(path)} for name, path, _ in OBJECTIVE_FILES]
-    if any(row["result"] is None for row in found):
-        return ""
+    found = [{"name": name, "result": results.json(path)} for name, path, _ in block.files["rows"]]
     return paragraphs(PROSE.table("arc-objectives", found))
 
 
-ENCODERS_FILE = "results/encoders.json"
-
-
-def encoder_sources(results: Results) -> Sources:
+def encoder_sources(results: Results, block) -> Sources:
     """encoders.json and the files behind every row that has run (speed files are bench results)."""
-    rows = (results.json(ENCODERS_FILE) or {}).get("rows", [])
+    rows = (block.json(results, "table") or {}).get("rows", [])
     found = [
         (path, "bench" if what == "speed" else "parser")
         for row in rows
         for what, path in row["files"].items()
         if path not in row["missing"]
     ]
-    return [(ENCODERS_FILE, "parser"), *found]
+    return [(block.path("table"), "parser"), *found]
 
 
-def encoders_block(results: Results) -> str:
+def encoders_block(results: Results, block) -> str:
     from spacy_pairatt.study.encoders_table import encoders_markdown
 
-    found = results.json(ENCODERS_FILE)
-    if found is None:
-        return ""
-    speed = [(path, kind) for path, kind in encoder_sources(results) if kind == "bench"]
+    found = block.json(results, "table")
+    speed = [(path, kind) for path, kind in encoder_sources(results, block) if kind == "bench"]
     return encoders_markdown(found) + "\n\n" + speed_days_note(results, speed)
 
 
-# The `all` workflow's trainings, in the order it runs them: (what it trains, results file, result kind).
-ALL_WORKFLOW_TRAININGS = (
-    ("pairatt_parser", "results/train_pairatt_cost.json", "parser"),
-    ("spaCy's transition parser", "results/train_transition_cost.json", "transition"),
-    ("the UD pipeline (stage 1)", "results/train_ud_pipeline_cost.json", "ud_pipeline"),
-    ("its senter (stage 2)", "results/train_ud_pipeline_senter_cost.json", "ud_pipeline"),
-)
-REQUIREMENTS_FILES = (("results/footprint.json", "footprint"), *paths(ALL_WORKFLOW_TRAININGS))
-
-
-def requirements_block(results: Results) -> str:
+def requirements_block(results: Results, block) -> str:
     """Disk (results/footprint.json) and the wall time and peak RSS of the `all` workflow's trainings, so that a
     user can tell whether the machine fits."""
-    lines = []
-    footprint = results.json(REQUIREMENTS_FILES[0][0])
-    if footprint is not None:
-        folders = footprint["folder_bytes"]
-        model, data = folders.get("training/pairatt/model-best"), folders.get("assets", 0) + folders.get("corpus", 0)
-        model = PROSE("disk-model", bytes=model) if model else ""
-        data = PROSE("disk-data", bytes=data) if data else ""
-        lines.append(PROSE("disk", footprint=footprint, model=model, data=data))
-    measured = [(what, cost) for what, path, _ in ALL_WORKFLOW_TRAININGS if (cost := results.json(path))]
-    if measured:
-        each = "; ".join(
-            PROSE("time-training", what=what, minutes=cost["wall_seconds"] / 60, cost=cost) for what, cost in measured
+    footprint = block.json(results, "footprint")
+    model = footprint["folder_bytes"].get("training/pairatt/model-best")
+    data = footprint["folder_bytes"].get("assets", 0) + footprint["folder_bytes"].get("corpus", 0)
+    model, data = PROSE("disk-model", bytes=model) if model else "", PROSE("disk-data", bytes=data) if data else ""
+    costs = [(what, results.json(path)) for what, path, _ in block.files["trainings"]]
+    cores = {cost["provenance"]["cores"] for _, cost in costs}
+    each = "; ".join(PROSE("time-training", what=what, cost=cost) for what, cost in costs)
+    where = f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU"
+    return paragraphs(
+        PROSE("disk", footprint=footprint, model=model, data=data)
+        + "\n"
+        + PROSE("time", where=where, each=each, seconds=sum(cost["wall_seconds"] for _, cost in costs))
+    )
+
+
+UD_PROSE = Prose("ud_blocks.md")  # the UD pipeline's blocks (docs/ud_pipeline.md)
+# The targets: UPOS and Lemmas F1 (EWT test, gold tokens), sentence F (EWT dev Docs of 10 sentences), and the
+# parser's LAS in the pipeline minus alone (EWT test, gold tokens and sentences).
+UPOS_BAR, LEMMAS_BAR, SENTENCE_F_BAR, LAS_CHANGE_BAR = 96.0, 96.5, 85.0, -0.3
+TOKENIZER_EFFECT_METRICS = ("Tokens", "Words", "Sentences", "UPOS", "Lemmas", "UAS", "LAS", "MLAS")
+
+
+def against_bar(value: float, bar: float) -> str:
+    """How a figure stands to one of the UD pipeline's targets, in words."""
+    return f"{'at or above' if value >= bar else 'below'} the target of {bar:g}"
+
+
+def ud_pipeline_block(results: Results, block) -> str:
+    """The UD pipeline's CoNLL 2018 scores beside published ones, its targets, speed and training cost."""
+    published = results.json(block["published"])["rows"]
+    measured = [(system, data, results.json(path)) for system, data, path, _ in block.files["scores"]]
+    rows = [(system, data, {m: f1_percent(result, m) for m in result["metrics"]}) for system, data, result in measured]
+    rows += [(f"{row['system']}, {row['input']}", row["data"], row["scores"]) for row in published]
+    cells = [(system, data, *(f"{s[m]:.2f}" if m in s else "–" for m in METRICS)) for system, data, s in rows]
+    cited = {}  # source -> where it was read, each once, in row order
+    for row in published:
+        cited.setdefault(row["source"], []).append(row["read_in"])
+    sources = "; ".join(f"{source} (read in {', '.join(dict.fromkeys(read))})" for source, read in cited.items())
+    pipeline, alone, docs, parser_only = (results.json(path) for _, path, _ in block.files["targets"])
+    trainings = (
+        UD_PROSE("training", run=training_cost(results, path, what=what)) for what, path, _ in block.files["trainings"]
+    )
+    speeds = pipeline["words_per_second"], parser_only["words_per_second"]
+    return paragraphs(
+        table(("system", "data", *METRICS), cells),
+        UD_PROSE.table("targets", ud_pipeline_targets(measured[3][2], pipeline, alone, docs)),  # EWT test, gold tokens
+        UD_PROSE("speed-and-training", ratio=speeds[0] / speeds[1], speeds=speeds, training="; ".join(trainings)),
+        UD_PROSE("published", path=block["published"], sources=sources),
+    )
+
+
+def ud_pipeline_targets(test_gold: Dict, pipeline: Dict, alone: Dict, docs: Dict) -> List[Dict]:
+    """Each target's row from exact scores: UPOS and Lemmas F1 of EWT test with gold tokens (`test_gold`), sentence
+    F of Docs of 10 sentences (`docs`), and the parser's LAS in the pipeline minus alone."""
+    figures = (
+        ("UPOS, EWT test, gold tokens", f1_percent(test_gold, "UPOS"), UPOS_BAR, ".2f"),
+        ("Lemmas, EWT test, gold tokens", f1_percent(test_gold, "Lemmas"), LEMMAS_BAR, ".2f"),
+        ("sentence F, EWT dev Docs of 10 sentences", 100 * docs["scores"]["sents_f"], SENTENCE_F_BAR, ".2f"),
+        ("parser LAS, EWT test, pipeline minus parser alone",
+         100 * pipeline["scores"]["dep_las"] - 100 * alone["scores"]["dep_las"], LAS_CHANGE_BAR, "+.2f"),
+    )  # fmt: skip
+    return [
+        {"name": name, "value": value, "bar": bar, "spec": spec, "verdict": verdict(value >= bar)}
+        for name, value, bar, spec in figures
+    ]
+
+
+def cell(text: str) -> str:
+    """A word in a markdown table cell: its pipes escaped."""
+    return f"`{text.replace('|', chr(92) + '|')}`"
+
+
+def ud_errors_block(results: Results, block, shown: int = 10) -> str:
+    """Where the pipeline's lemmas and sentences go wrong on EWT dev from raw text (`ud-eval --errors`)."""
+    errors = block.json(results, "errors")["errors"]
+    lemmas, bounds = errors["lemmas"], errors["sentence_boundaries"]
+    kinds = ", ".join(
+        f"{kind.replace('_', ' ')} {count:,} ({100 * count / max(lemmas['wrong'], 1):.0f}%)"
+        for kind, count in lemmas["kinds"].items()
+    )
+    commonest = [
+        {**c, **{key: cell(c[key]) for key in ("form", "gold", "system")}} for c in lemmas["commonest"][:shown]
+    ]
+    boundaries = [
+        {**bounds[kind], "kind": kind, "commonest": ", ".join(
+            f"{cell(c['before'])} {cell(c['after'])} ({c['count']})" for c in bounds[kind]["commonest"][:5])}
+        for kind in ("missed", "false")
+    ]  # fmt: skip
+    return paragraphs(
+        UD_PROSE("lemma-errors", lemmas=lemmas, kinds=kinds),
+        UD_PROSE.table("lemma-errors-table", commonest),
+        UD_PROSE("boundary-errors", bounds=bounds),
+        UD_PROSE.table("boundary-errors-table", boundaries),
+    )
+
+
+def tokenizer_effect_block(results: Results, block) -> str:
+    """The trained pipeline on EWT dev raw text with its own tokenizer and with spaCy's: what the rules give."""
+    found = [(name, results.json(path)) for name, path, _ in block.files["rows"]]
+    rows = [(name, *(f"{f1_percent(result, m):.2f}" for m in TOKENIZER_EFFECT_METRICS)) for name, result in found]
+    (_, ours), (_, stock) = found
+    differences = (f"{f1_percent(ours, m) - f1_percent(stock, m):+.2f}" for m in TOKENIZER_EFFECT_METRICS)
+    rows.append(("UD English minus spaCy English", *differences))
+    return table(("tokenizer", *TOKENIZER_EFFECT_METRICS), rows) + "\n\n"
+
+
+CURVE_PROSE = Prose("curve_blocks.md")  # the attention curve's blocks (docs/attention_curve.md, README.md)
+CURVE_JSON, RUNS_DIR = BLOCKS["attention-curve"].path("table"), BLOCKS["attention-curve"]["runs"]
+# The comparisons the blocks show (better, worse): what attention adds, as a feature and fine-tuned through,
+# and what fine-tuning through it adds to the feature alone.
+SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
+ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against emb, the row without attention
+GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
+
+
+def curve_sources(results: Results, block=None) -> Sources:
+    """The table and the record of each run in it, with the result kind of its task (parser or relations)."""
+    runs = (results.json(CURVE_JSON) or {}).get("runs", [])
+    return [(CURVE_JSON, "parser")] + [(f"{RUNS_DIR}/{run['run_id']}.json", run["task"]) for run in runs]
+
+
+def shown_entries(found: Dict, domain: str = "ewt", metric: str = "las") -> List[Dict]:
+    """The table's comparisons of SHOWN on one test set and metric, by size, then comparison."""
+    order = {pair: i for i, pair in enumerate(SHOWN)}
+    entries = [
+        e for e in found["comparisons"]
+        if (e["better"], e["worse"]) in order and (e["domain"], e["metric"]) == (domain, metric)
+    ]  # fmt: skip
+    return sorted(entries, key=lambda e: (e["dataset"], e["n_train"], order[(e["better"], e["worse"])]))
+
+
+def comparison_entries(entries: Sequence[Dict], better: str, worse: str) -> List[Dict]:
+    """The entries of one comparison (row `better` minus row `worse`), in their order."""
+    return [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
+
+
+def curve_row(entry: Dict, runs: Dict[str, Dict]) -> Dict:
+    """An entry's row of the table, with the steps its runs trained (one figure when the budget gave them all the
+    same) and `dev`, the mean over its seeds of the better row's dev LAS (spaCy's, of model-best) minus the
+    worse's."""
+    pairs = [
+        [runs[f"{entry['dataset']}_{entry['size']}_s{seed}_{row}"] for row in (entry["better"], entry["worse"])]
+        for seed in entry["seeds"]
+    ]
+    steps = ", ".join(map(str, sorted({run["steps"] for pair in pairs for run in pair})))
+    dev = sum(better["dev"]["las"] - worse["dev"]["las"] for better, worse in pairs) / len(pairs)
+    test_by_seed = ", ".join(f"{seed}: {gain:+.2f}" for seed, gain in zip(entry["seeds"], entry["by_seed"]))
+    return {
+        **entry, "sentences": sentences(entry["n_train"], entry["size"]), "steps": steps, "dev": dev,
+        "seed_count": len(entry["seeds"]), "test_by_seed": test_by_seed, "interval": interval_span(entry),
+    }  # fmt: skip
+
+
+def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
+    """Whether the study's target is reached anywhere (only ATTENTION_GAINS count), else the largest pooled
+    gain of each comparison."""
+    entries = [e for e in entries if (e["better"], e["worse"]) in ATTENTION_GAINS]
+    reached = [e for e in entries if e.get("at_least_one_point")]
+    if reached:
+        where = ", ".join(f"{e['comparison']} at {e['n_train']:,} sentences ({e['pooled']:+.2f})" for e in reached)
+        return CURVE_PROSE("goal-reached", goal=GOAL, where=where)
+    tops = [
+        max(mine, key=lambda e: e["pooled"]) for pair in ATTENTION_GAINS if (mine := comparison_entries(entries, *pair))
+    ]
+    best = "; ".join(
+        f"{e['comparison']} {e['pooled']:+.2f} at {e['n_train']:,} sentences ({e['verdict']})" for e in tops
+    )
+    largest = CURVE_PROSE("largest-gains", gains=best) if tops and not compact else ""
+    return CURVE_PROSE("goal-not-reached", goal=GOAL, largest=largest)
+
+
+def attention_curve_block(results: Results, block) -> str:
+    """What attention adds by training size, the target, the PTB sample's and SemEval's figures."""
+    found = results.json(CURVE_JSON)
+    runs, entries = {run["run_id"]: run for run in found["runs"]}, shown_entries(found)
+    ptb = [p["mean"] for p in found["curve"] if (p["domain"], p["metric"]) == ("ptb", "uas")]
+    ptb_gains = "; ".join(
+        f"{e['n_train']:,} {e['pooled']:+.2f} ({e['verdict']})"
+        for e in shown_entries(found, "ptb", "uas")
+        if e["better"] == "att"
+    )
+    relations = "; ".join(
+        CURVE_PROSE(
+            "relations-gain", run=run, gain=run["att_minus_emb"], sentences=sentences(run["n_train"], run["size"])
         )
-        cores = {cost["provenance"].get("cores") for _, cost in measured} - {None}
-        where = f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU"
-        minutes = sum(cost["wall_seconds"] for _, cost in measured) / 60
-        lines.append(PROSE("time", where=where, each=each, minutes=minutes))
-    return "\n".join(lines) + "\n\n" if lines else ""
+        for run in found["relations"]
+    )
+    return paragraphs(
+        CURVE_PROSE("budget", budget=found["budget"]["parser"]["rule"]),
+        CURVE_PROSE("header"),
+        CURVE_PROSE.table("curve", [curve_row(entry, runs) for entry in entries]),
+        goal_text(entries),
+        ptb and CURVE_PROSE("ptb", low=min(ptb), high=max(ptb), gains=ptb_gains),
+        relations and CURVE_PROSE("relations", gains=relations),
+        CURVE_PROSE("from", curve=CURVE_JSON, runs=RUNS_DIR),
+    )
+
+
+def attention_curve_summary_block(results: Results, block) -> str:
+    """The README's version: pooled gains and verdicts in one paragraph, and the target."""
+    entries, gains = shown_entries(results.json(CURVE_JSON)), []
+    for better, worse in ATTENTION_GAINS:
+        mine = comparison_entries(entries, better, worse)
+        sizes = ", ".join(f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" for e in mine)
+        gains += [f"{mine[0]['comparison']}: {sizes}"] if mine else []
+    return paragraphs(CURVE_PROSE("summary", gains="; ".join(gains), goal=goal_text(entries, compact=True)))

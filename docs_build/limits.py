@@ -1,6 +1,7 @@
 """Known limits (templates/limits.md): the README, docs/parser.md and the model card state the same ones; the
 functions here write their measured figures (prose in templates/limit_figures.md), for en_pairatt
-(`ud_pipeline`) or the parser alone."""
+(`ud_pipeline`) or the parser alone. And the end of the shipped model card (`python -m docs_build --model-card`,
+for `assemble --notes`; templates/model_card.md): data and licence, what was measured and the limits."""
 
 import ast
 import re
@@ -14,15 +15,19 @@ from spacy_pairatt.reports import (
     heap_release_setting,
     jemalloc_release_setting,
 )
+from spacy_pairatt.study.attention_curve_table import sentences
 
-from .blocks import Prose
-from .curve_blocks import CURVE_JSON, comparison_entries, shown_entries
+from .blocks import CURVE_JSON, LEMMAS_BAR, SENTENCE_F_BAR, Prose, against_bar, comparison_entries, shown_entries
+from .plan import BLOCKS, PLAN, Block
 from .results import Results
-from .ud_blocks import LEMMAS_BAR, SENTENCE_F_BAR, UD_PIPELINE_DEV_DOCS, against_bar, ud_pipeline_file
 
 TEMPLATE = Path(__file__).parent / "templates" / "limits.md"
-PROSE = Prose("limit_figures.md")
-SPEED_FILE, MEMORY_FILE = "results/bench_speed.json", "results/bench_memory.json"
+PROSE, MEASURED = Prose("limit_figures.md"), Prose("model_card_measured.md")
+MODEL_CARDS = {
+    ud_pipeline: Block(name, PLAN["model_card"][name])
+    for ud_pipeline, name in ((True, "ud_pipeline"), (False, "parser"))
+}
+FILES = BLOCKS["limits"]  # its results files, by role
 # The weights bench/speed.py timed: those of the pipelines it loaded trained.
 WEIGHTS = {
     frozenset(): "untrained weights",
@@ -31,114 +36,76 @@ WEIGHTS = {
 }
 
 
-def stale_bench(results: Results, path: str) -> str:
-    """ "; stale: measured before ..." when code that changes the benchmark came after `path`, else ""."""
-    stale = results.made(path, "bench").stale_since()
+def stale_bench(results: Results, role: str) -> str:
+    """ "; stale: measured before ..." when code that changes the benchmark came after the file, else ""."""
+    stale = results.made(FILES.path(role), "bench").stale_since()
     return f"; stale: measured before {stale.what}" if stale else ""
 
 
 def speed(results: Results, ud_pipeline: bool = True) -> str:
-    found = results.json(SPEED_FILE)
+    found = FILES.json(results, "speed")
     if found is None:
         return PROSE("speed-not-measured")
-    if "models" not in found:
-        raise ValueError(
-            f"{SPEED_FILE} has no `models` (written before bench/speed.py recorded the pipelines it timed); re-run: "
-            "python -m spacy project run bench"
-        )
     weights = WEIGHTS.get(frozenset(name for name, path in found["models"].items() if path), "trained pipelines")
     inference, threads = found["inference"], found["machine"].get("torch_threads", "?")
-    pairatt_over_transition = 1 / inference["ratio_b_over_c_wordpiece_batched"]
-    stale = stale_bench(results, SPEED_FILE)
-    return PROSE("speed", weights=weights, threads=threads, stale=stale, inference=inference, c=pairatt_over_transition)
+    c, stale = 1 / inference["ratio_b_over_c_wordpiece_batched"], stale_bench(results, "speed")
+    return PROSE("speed", weights=weights, threads=threads, stale=stale, inference=inference, c=c)
 
 
 def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
-    memory = results.json(MEMORY_FILE)
+    memory = FILES.json(results, "memory")
     return "" if memory is None else PROSE("attention-memory", kept=memory["bytes_kept_per_doc"])
 
 
 def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
     """What the memory benchmark measured of a long parse's heap: under jemalloc, which the command line
     runs under where it is installed, and on glibc's malloc; nothing once glibc's is within the targets."""
-    memory = results.json(MEMORY_FILE)
+    memory = FILES.json(results, "memory")
     if memory is None:
         return PROSE("heap-not-measured")
-    sizes, stale = [run["sentences"] for run in memory["runs"]], stale_bench(results, MEMORY_FILE)
+    sizes, stale = [run["sentences"] for run in memory["runs"]], stale_bench(results, "memory")
     growth = PROSE("heap-growth", memory=memory, shortest=min(sizes), longest=max(sizes), stale=stale)
-    if "heap_release" not in memory:  # measured before parsing handed free heap back
-        return PROSE("heap-unreleased", growth=growth)
     released = [run for run in memory["runs"] if run.get("heap_release")]
-    cost = memory["speed_check"]["speed_cost_at_default_interval"]
-    if heap_growth_within_bars(released, cost) and not stale:
+    if heap_growth_within_bars(released, memory["speed_check"]["speed_cost_at_default_interval"]) and not stale:
         return None
+    setting, targets = heap_release_setting(memory["heap_release"]), heap_growth_targets()
     glibc = PROSE(
-        "heap-released",
-        memory=memory,
-        growth=growth,
-        setting=heap_release_setting(memory["heap_release"]),
-        targets=heap_growth_targets(),
-        speed_bar=HEAP_SPEED_BAR,
+        "heap-released", memory=memory, growth=growth, setting=setting, targets=targets, speed_bar=HEAP_SPEED_BAR
     )
     jemalloc = memory.get("jemalloc")
     if jemalloc is None or stale:
         return glibc[0].upper() + glibc[1:]
-    runs, check = jemalloc["runs"], jemalloc["speed_check"]
+    within = heap_growth_within_bars(jemalloc["runs"], jemalloc["speed_check"]["speed_cost"])
+    setting, verdict = jemalloc_release_setting(jemalloc), "within" if within else "not within"
     return PROSE(
-        "heap-jemalloc",
-        jemalloc=jemalloc,
-        setting=jemalloc_release_setting(jemalloc),
-        shortest=runs[0],
-        longest=runs[-1],
-        verdict="within" if heap_growth_within_bars(runs, check["speed_cost"]) else "not within",
-        glibc=glibc,
+        "heap-jemalloc", jemalloc=jemalloc, setting=setting, longest=jemalloc["runs"][-1], verdict=verdict, glibc=glibc
     )
 
 
 def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
     """What the attention curve measured of the config that carries attention gradients: ft:emb+att - emb+att
     on EWT test, paired by seed, at each size the curve trained it."""
-    from spacy_pairatt.study.attention_curve_table import sentences
-
     found = results.json(CURVE_JSON)
     entries = comparison_entries(shown_entries(found), "ftatt", "att") if found else []
-    gains = "; ".join(
-        PROSE(
-            "gradient-gain",
-            entry=e,
-            sentences=sentences(e["n_train"], e["size"]),
-            seeds=", ".join(map(str, e["seeds"])),
-        )
-        for e in entries
-    )
+    gains = "; ".join(PROSE("gradient-gain", entry=e, sentences=sentences(e["n_train"], e["size"])) for e in entries)
     return PROSE("attention-gradient", gains=gains, most=max(e["n_train"] for e in entries)) if entries else ""
 
 
 def max_unsegmented_tokens(results: Results, ud_pipeline: bool = True) -> str:
-    return f"{package_constant('MAX_UNSEGMENTED_TOKENS'):,}"
-
-
-def package_constant(name: str):
-    """A module-level constant of spacy_pairatt, read from its source: the module that holds it imports spaCy."""
+    """features.MAX_UNSEGMENTED_TOKENS, read from the package's source: the module that holds it imports spaCy."""
     import spacy_pairatt
 
     for path in sorted(Path(spacy_pairatt.__file__).parent.rglob("*.py")):
-        found = re.search(rf"^{name}(?:: \w+)? = ([^#\n]+)", path.read_text(encoding="utf8"), flags=re.M)
+        found = re.search(r"^MAX_UNSEGMENTED_TOKENS(?:: \w+)? = ([^#\n]+)", path.read_text(encoding="utf8"), re.M)
         if found:
-            return ast.literal_eval(found[1].strip())
-    raise ValueError(f"no `{name} = ...` in spacy_pairatt")
+            return f"{ast.literal_eval(found[1].strip()):,}"
+    raise ValueError("no `MAX_UNSEGMENTED_TOKENS = ...` in spacy_pairatt")
 
 
 def segmenter(results: Results, ud_pipeline: bool = True) -> str:
     """Where raw text's sentences come from, and what their errors cost the parse."""
-    pipeline = "ud-pipeline" if ud_pipeline else "parser"
-    own, gold = (
-        (UD_PIPELINE_DEV_DOCS, "results/ud_pipeline_dev.json")
-        if ud_pipeline
-        else ("results/pairatt_dev_docs_senter.json", "results/pairatt_dev_docs_gold.json")
-    )
-    own, gold = results.json(own), results.json(gold)
-    figures = ""
+    pipeline, figures = "ud-pipeline" if ud_pipeline else "parser", ""
+    own, gold = (results.json(path) for path, _ in FILES.files[f"segmenter-{pipeline}"])
     if own is not None and gold is not None:
         sentence_f = 100 * own["scores"]["sents_f"]
         bar = against_bar(sentence_f, SENTENCE_F_BAR)
@@ -148,39 +115,51 @@ def segmenter(results: Results, ud_pipeline: bool = True) -> str:
 
 def annotation(results: Results, ud_pipeline: bool = True) -> str:
     """What the shipped pipeline annotates, and its weakest annotation."""
-    if not ud_pipeline:
-        return PROSE("annotation-parser")
     from spacy_pairatt.evaluation.ud_eval import f1_percent
 
-    scores = results.json(ud_pipeline_file("test", "gold_tokens"))
-    lemmas = ""
+    if not ud_pipeline:
+        return PROSE("annotation-parser")
+    scores, lemmas = FILES.json(results, "annotation"), ""
     if scores is not None:
         f1 = f1_percent(scores, "Lemmas")
         lemmas = PROSE("lemmas", f1=f1, bar=against_bar(f1, LEMMAS_BAR))
     return PROSE("annotation-ud-pipeline", lemmas=lemmas)
 
 
-class Figures(dict):
-    """The template's `{name}`s, each written by the function of that name when the template asks for it."""
-
-    def __init__(self, results: Results, ud_pipeline: bool):
-        super().__init__()
-        self.results, self.ud_pipeline = results, ud_pipeline
-
-    def __missing__(self, name: str) -> Optional[str]:
-        return globals()[name](self.results, self.ud_pipeline)
+# The template's `{name}`s: each is what the function of that name writes.
+FIGURES = (annotation, segmenter, attention_gradient, speed, attention_memory, max_unsegmented_tokens, heap)
 
 
 def limits(results: Results, ud_pipeline: bool = True) -> List[str]:
     """ud_pipeline: the limits of en_pairatt (`package`), else of the parser alone (`package-parser`)."""
     template = re.sub(r"<!--.*?-->\n", "", TEMPLATE.read_text(encoding="utf8"), flags=re.S)
-    figures, texts = Figures(results, ud_pipeline), []
+    figures, texts = {write.__name__: write(results, ud_pipeline) for write in FIGURES}, []
     for item in (" ".join(item.split()) for item in re.split(r"^- ", template, flags=re.M)[1:]):
-        whole = re.fullmatch(r"\{(\w+)\}", item)
+        whole = re.fullmatch(r"\{(\w+)\}", item)  # an item that is only a figure is left out where it is empty
         texts.append(figures[whole[1]] if whole else item.format_map(figures))
     return [text for text in texts if text]
 
 
-def limits_block(results: Results, ud_pipeline: bool = True) -> str:
-    """Known limits (README, docs/parser.md and the model card)."""
+def limits_block(results: Results, block=FILES, ud_pipeline: bool = True) -> str:
+    """Known limits (README, docs/parser.md and the model card); `block`: the plan's (FILES)."""
     return "\n".join(f"- {text}" for text in limits(results, ud_pipeline)) + "\n"
+
+
+def measured(results: Results, card: Block) -> str:
+    """The model card's accuracy, accuracy on raw text, speed ratios and memory (its source note follows)."""
+    accuracy = [MEASURED(piece, result=results.json(path)) for piece, path, _ in card.files["accuracy"]]
+    memory, speed = card.json(results, "memory"), card.json(results, "speed")
+    jemalloc = memory.get("jemalloc")
+    jemalloc = MEASURED("memory-jemalloc", jemalloc=jemalloc) if jemalloc else ""
+    memory = MEASURED("memory", memory=memory, jemalloc=jemalloc, longest=memory["runs"][-1])
+    return "\n".join([*accuracy, MEASURED("speed", inference=speed["inference"]), memory]) + "\n\n"
+
+
+def model_card_notes(root: Path = Path("."), ud_pipeline: bool = True) -> str:
+    """The model card's end for en_pairatt (the UD pipeline) or, not `ud_pipeline`, en_pairatt_parser."""
+    results = Results(root)
+    notes = TEMPLATE.with_name("model_card.md").read_text(encoding="utf8")
+    notes = notes.format(
+        measured=MODEL_CARDS[ud_pipeline](results), limits=limits_block(results, ud_pipeline=ud_pipeline)
+    )
+    return notes.rstrip("\n") + "\n"

@@ -1,19 +1,21 @@
 """Where a generated block's figures come from: the results files behind it, when each was made (its
 provenance's date, else the date git committed it, with "no provenance recorded"), and **stale** when a
-change of the code listed in code_changes.json (kept by hand) came after. A `Block` ends its figures with
-that note."""
+change of the code listed in code_changes.json (kept by hand) came after."""
 
 import json
 import subprocess
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Dict, FrozenSet, Optional, Sequence, Tuple, Union
-
-from spacy_pairatt.json_files import read_json
+from typing import Dict, FrozenSet, Optional, Sequence, Tuple
 
 Sources = Sequence[Tuple[str, str]]  # (path relative to the checkout, result kind)
-PROJECT = "python -m spacy project run "
+# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
+# configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
+# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
+RESULT_KINDS = frozenset(
+    ("parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint")
+)
 
 
 @dataclass(frozen=True)
@@ -26,12 +28,6 @@ class CodeChange:
     affects: FrozenSet[str]
 
 
-# The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
-# configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
-# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
-RESULT_KINDS = frozenset(
-    {"parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint"}
-)
 CODE_CHANGES = tuple(
     CodeChange(change["date"], change["commit"], change["what"], frozenset(change["affects"]))
     for change in json.loads((Path(__file__).parent / "code_changes.json").read_text(encoding="utf8"))
@@ -49,11 +45,27 @@ class Made:
 
     def stale_since(self) -> Optional[CodeChange]:
         """The newest change of code behind this file that came after it was made."""
-        if self.date is None:
-            return None
-        made = datetime.fromisoformat(self.date)
-        later = [c for c in CODE_CHANGES if self.kind in c.affects and datetime.fromisoformat(c.date) > made]
+        made = self.date and datetime.fromisoformat(self.date)
+        later = [c for c in CODE_CHANGES if made and self.kind in c.affects and datetime.fromisoformat(c.date) > made]
         return later[-1] if later else None
+
+
+class MissingFigure(KeyError, ValueError):
+    """A key that a results file lacks (made by an older command, or edited by hand): one line naming both."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class ResultsObject(dict):
+    """A JSON object of the results file `path`: a key it lacks raises `MissingFigure`."""
+
+    def __init__(self, data: Dict, path: str):
+        super().__init__(data)
+        self.path = path
+
+    def __missing__(self, key):
+        raise MissingFigure(f"{self.path} has no {key!r}: re-run the command that makes it")
 
 
 class Results:
@@ -64,8 +76,10 @@ class Results:
         self._json: Dict[str, Optional[Dict]] = {}
 
     def json(self, path: str) -> Optional[Dict]:
+        """The file's JSON, or None where it is not there (a run or row not made yet)."""
         if path not in self._json:
-            self._json[path] = read_json(self.root / path)
+            file, as_object = self.root / path, lambda data: ResultsObject(data, path)
+            self._json[path] = json.loads(file.read_text("utf8"), object_hook=as_object) if file.exists() else None
         return self._json[path]
 
     def made(self, path: str, kind: str) -> Made:
@@ -74,47 +88,38 @@ class Results:
         created = ((self.json(path) or {}).get("provenance") or {}).get("created")
         return Made(path, created, True, kind) if created else Made(path, self.committed(path), False, kind)
 
-    def has_history(self) -> bool:
-        """Whether git knows when each results file was committed (a checkout with full history)."""
-        return self.git("rev-parse", "--is-shallow-repository") == "false"
-
-    def git(self, *args: str) -> Optional[str]:
-        try:
-            done = subprocess.run(["git", "-C", str(self.root), *args], capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
     def committed(self, path: str) -> Optional[str]:
         """The date of the last commit that changed `path` (None without git or history)."""
-        return self.git("log", "-1", "--format=%cI", "--", path) or None
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.root), "log", "-1", "--format=%cI", "--", path], capture_output=True, text=True
+            )
+        except OSError:
+            return None
+        return done.stdout.strip() or None
 
 
 def source_note(results: Results, sources: Sources, command: str) -> str:
-    """One paragraph: the files behind a block, when they were made, and whether they are stale.
-
-    command: what makes them again."""
+    """One paragraph: the files behind a block, when they were made, whether they are stale and `command`, what
+    makes them again."""
     made = [results.made(path, kind) for path, kind in sources if results.json(path) is not None]
     missing = [path for path, _ in sources if results.json(path) is None]
     recorded, without = [m for m in made if m.recorded], [m for m in made if not m.recorded]
     parts = [f"Source: {file_list(made)}"] if made else []
     if recorded:
         who = f"{file_list(recorded)} " if without else ""
-        parts.append(f"{who}made {date_span(sorted({m.date[:10] for m in recorded}))} (provenance recorded)")
+        parts.append(f"{who}made {date_span({m.date for m in recorded})} (provenance recorded)")
     if without:
-        who = f"{file_list(without)}: " if recorded else ""
-        dates = sorted({m.date[:10] for m in without if m.date})
+        who, dates = f"{file_list(without)}: " if recorded else "", {m.date for m in without if m.date}
         parts.append(f"{who}**no provenance recorded**" + (f", committed {date_span(dates)}" if dates else ""))
     if missing:
         parts.append("not measured yet: " + ", ".join(f"`{path}`" for path in missing))
     text = "; ".join(parts) + "."
-    stale = [(m, m.stale_since()) for m in made if m.stale_since() is not None]
+    stale = [m for m in made if m.stale_since() is not None]
     if stale:
-        change = max((c for _, c in stale), key=lambda c: c.date)
-        which = ""
-        if len(stale) < len(made):
-            names = [f"`{m.path}`" for m, _ in stale]
-            which = f" ({', '.join(names)})" if len(names) <= 4 else f" ({len(stale)} of the {len(made)} files)"
+        change = max((m.stale_since() for m in stale), key=lambda c: c.date)
+        which = f" ({file_list(stale)})" if len(stale) <= 4 else f" ({len(stale)} of the {len(made)} files)"
+        which = which if len(stale) < len(made) else ""
         text += (
             f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
         )
@@ -125,8 +130,10 @@ def file_list(made: Sequence[Made]) -> str:
     return ", ".join(f"`{m.path}`" for m in made) if len(made) <= 4 else f"{len(made)} files under `results/`"
 
 
-def date_span(dates: Sequence[str]) -> str:
-    return dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+def date_span(dates) -> str:
+    """The days of ISO dates, first to last."""
+    days = sorted({date[:10] for date in dates})
+    return days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
 
 
 def speed_days_note(results: Results, sources: Sources) -> str:
@@ -140,19 +147,3 @@ def speed_days_note(results: Results, sources: Sources) -> str:
         f"*words/s compare only between rows made on the same day (these: {', '.join(days)}); "
         "interleaved timings: results/bench.md.*\n\n"
     )
-
-
-@dataclass(frozen=True)
-class Block:
-    """A generated block: its figures, then where they come from (`source_note`)."""
-
-    render: Callable[[Results], str]  # its figures, ending in a blank line; "" where its files are missing
-    sources: Union[Sources, Callable[[Results], Sources]] = ()  # (results file, result kind)
-    command: Optional[str] = None  # what makes the sources again (a project command's name, or a command line)
-
-    def __call__(self, results: Results) -> str:
-        if self.command is None:  # a block without a source note
-            return self.render(results)
-        sources = self.sources(results) if callable(self.sources) else self.sources
-        command = self.command if self.command.startswith("python ") else PROJECT + self.command
-        return self.render(results) + source_note(results, sources, command)

@@ -2,7 +2,7 @@
 blocks of README.md and docs/*.md they go into.
 
 A neutral module: it imports neither spaCy, torch nor numba, so that the commands and tools that only
-write text (`docs-tables --check`) stay light.
+write text (the checkout's `python -m docs_build --check`) stay light.
 """
 
 from typing import Dict, List, Optional, Tuple

@@ -1,14 +1,18 @@
-"""Imports go one way: the modules of spacy_pairatt import each other without a cycle. The graph is built from
-the source (no import runs): every import statement, at module level and inside functions (a lazy import that
-closes a loop still ties the two modules together), relative ones resolved."""
+"""Imports go one way: the modules of spacy_pairatt and of the checkout's docs tool, docs_build, import each
+other without a cycle, and only the tool imports the package. The graph is built from the source (no import
+runs): every import statement, at module level and inside functions (a lazy import that closes a loop still ties
+the two modules together), relative ones resolved."""
 
 import ast
+import re
 from pathlib import Path
 from typing import Dict, Iterator, List, Set
 
 import spacy_pairatt
 
 PACKAGE = Path(spacy_pairatt.__file__).parent
+DOCS_TOOL = PACKAGE.parent / "docs_build"
+BRIDGE = r"import_module\(|spec_from_file_location|sys\.path\.(insert|append)"  # what loads a module by path
 
 
 def module_name(path: Path) -> str:
@@ -36,7 +40,7 @@ def targets(node: ast.AST, module: str, is_package: bool, modules: Set[str]) -> 
 
 
 def import_graph() -> Dict[str, Set[str]]:
-    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    paths = {module_name(path): path for folder in (PACKAGE, DOCS_TOOL) for path in folder.rglob("*.py")}
     graph = {}
     for module, path in paths.items():
         tree = ast.parse(path.read_text(encoding="utf8"))
@@ -68,8 +72,22 @@ def cycle(graph: Dict[str, Set[str]]) -> List[str]:
     return []
 
 
-def test_the_package_imports_without_a_cycle():
-    assert cycle(import_graph()) == []
+def test_the_package_and_the_docs_tool_import_without_a_cycle():
+    graph = import_graph()
+    assert "docs_build.plan" in graph and "spacy_pairatt.cli" in graph
+    assert cycle(graph) == []
+
+
+def test_the_docs_tool_uses_the_package_and_not_its_command_line():
+    """docs_build reads what the package writes (reports, study tables); the package never loads the tool (no
+    import, no sys.path or importlib bridge), and the tool imports no `spacy_pairatt.cli`."""
+    graph = import_graph()
+    edges = [(module, target) for module, targets in graph.items() for target in targets]
+    assert [(m, t) for m, t in edges if m.startswith("docs_build") and t.startswith("spacy_pairatt.cli")] == []
+    assert [(m, t) for m, t in edges if m.startswith("spacy_pairatt") and t.startswith("docs_build")] == []
+    texts = {path: path.read_text(encoding="utf8") for path in PACKAGE.rglob("*.py")}
+    bridges = [path for path, text in texts.items() if "docs_build" in text and re.search(BRIDGE, text)]
+    assert bridges == []
 
 
 def test_the_check_finds_a_cycle():

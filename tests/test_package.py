@@ -103,7 +103,7 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
     shipped, packages = tmp_path / "shipped", tmp_path / "packages"
     # The model card's notes, as `package` writes them: from this checkout's docs tool, for results/ of tmp_path.
     notes = ["--model-card", tmp_path / "notes.md", "--parser-only"]
-    run(sys.executable, "-m", "spacy_pairatt", "docs-tables", "--root", tmp_path, *notes, env=env)
+    run(sys.executable, "-m", "docs_build", "--root", tmp_path, *notes, env=env)
     assemble_args = ["--accuracy", tmp_path / "scores.json", "--version", "0.1.0", "--notes", tmp_path / "notes.md"]
     run(sys.executable, "-m", "spacy_pairatt", "assemble", tmp_path / "model", shipped, *assemble_args, env=env)
     packages.mkdir()

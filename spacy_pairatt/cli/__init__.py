@@ -5,7 +5,7 @@ import os
 import sys
 
 from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
-from . import ablation, attention_curve, confidence, corpora, encoders, evaluate, parse, probing, release, tokenizer
+from . import ablation, attention_curve, confidence, corpora, encoders, evaluate, parse, probing, shipping, tokenizer
 from .errors import describe_error
 
 # Each module adds its commands; --help lists them in this order.
@@ -16,7 +16,7 @@ COMMAND_GROUPS = (
     parse,
     confidence,
     evaluate,
-    release,
+    shipping,
     probing,
     ablation,
     attention_curve,

@@ -43,7 +43,7 @@ def relations_table(args) -> None:
     import json
 
     from ..reports import relations_table as tabulate
-    from ..reports import replace_marked_block, report_json
+    from ..reports import report_json
 
     rows = []
     for spec in args.results:
@@ -59,9 +59,6 @@ def relations_table(args) -> None:
 
         results = [{"name": name, **result} for name, result in rows]
         report_json({"results": results, "provenance": provenance()}, args.json)
-    if args.readme:
-        readme = Path(args.readme)
-        readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), "relations", text), "utf8")
     print(text)
 
 
@@ -69,7 +66,7 @@ def table(args) -> None:
     """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
     import json
 
-    from ..reports import replace_marked_block, results_table
+    from ..reports import results_table
 
     rows = []
     for spec in args.results:
@@ -80,9 +77,6 @@ def table(args) -> None:
     text = results_table(rows)
     if args.output:
         Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
-    if args.readme:
-        readme = Path(args.readme)
-        readme.write_text(replace_marked_block(readme.read_text(encoding="utf8"), args.readme_marker, text), "utf8")
     print(text)
 
 
@@ -146,7 +140,6 @@ def add_commands(commands) -> None:
     relation_table.add_argument("--output", help="markdown file to write")
     relation_table.add_argument("--json", help="JSON file gathering every result by name")
     relation_table.add_argument("--title", default="", help="a line written above the tables")
-    relation_table.add_argument("--readme", help="also write the tables between <!-- relations:start/end --> here")
     relation_table.set_defaults(func=relations_table)
     evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
     evaluation.add_argument("model")
@@ -173,10 +166,6 @@ def add_commands(commands) -> None:
     tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")
     tabulate.add_argument("--output", help="markdown file to write")
     tabulate.add_argument("--title", default="", help="a line written above the table")
-    tabulate.add_argument("--readme", help="also write the table into this file between marker comments")
-    tabulate.add_argument(
-        "--readme-marker", default="results", help="NAME in <!-- NAME:start --> ... <!-- NAME:end -->"
-    )
     tabulate.set_defaults(func=table)
     scoring = commands.add_parser("ud-eval", help="CoNLL 2018 shared task metrics of a system CoNLL-U file")
     scoring.add_argument("gold", help="gold .conllu file")

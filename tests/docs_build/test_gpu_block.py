@@ -6,12 +6,12 @@ import json
 import pytest
 
 from docs_build import results
-from docs_build.blocks import GPU_FILES
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.results import CodeChange, Results
 from tests.conftest import REPO
 
 gpu_block = BLOCKS["gpu"]  # the figures, then their source note
+GPU_FILES = gpu_block.sources(Results(REPO))  # training cost, test scores, speed
 
 
 def test_the_block_prints_the_figures_of_the_gpu_files():
@@ -57,8 +57,8 @@ def test_a_parser_change_makes_the_training_files_stale_and_names_the_command(tm
     for path, _ in GPU_FILES:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text((REPO / path).read_text(encoding="utf8"), encoding="utf8")
-    (tmp_path / "bench").mkdir()
-    (tmp_path / "bench" / "table.py").write_text((REPO / "bench" / "table.py").read_text(encoding="utf8"))
+    (tmp_path / "configs").mkdir()  # the training's steps: its config's
+    (tmp_path / "configs" / "parser_minilm.cfg").write_text((REPO / "configs" / "parser_minilm.cfg").read_text())
     later = CodeChange("2100-01-01T00:00:00+00:00", "abc1234", "a parser change", frozenset({"parser"}))
     monkeypatch.setattr(results, "CODE_CHANGES", (later,))
 
@@ -67,4 +67,4 @@ def test_a_parser_change_makes_the_training_files_stale_and_names_the_command(tm
     stale = ", ".join(f"`{path}`" for path, kind in GPU_FILES if kind == "parser")
     assert f"**Stale** ({stale}): made before a parser change" in block
     assert "re-run: `python -m spacy project run bench-gpu . --vars.gpu_id 0`" in block
-    assert "| (b) transformer + pairatt_parser |" in block  # bench/table.py of the checkout renders the speed
+    assert "| (b) transformer + pairatt_parser |" in block  # bench/table.py renders the speed

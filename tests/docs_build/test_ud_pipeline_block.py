@@ -1,22 +1,30 @@
 """docs/ud_pipeline.md's generated blocks: ud-eval results beside the published figures, and the pipeline's
-targets read from the files (met, not met, or not measured yet)."""
+targets read from the files (met or not met); without a file, only the source note, naming it."""
 
 import json
 import shutil
 
 from spacy.util import load_config
 
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.results import Results
-from docs_build.ud_blocks import PUBLISHED_UD_FILE
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
 from tests.conftest import REPO, UD_DIR
 
 ud_pipeline_block = BLOCKS["ud-pipeline"]  # the figures, then their source note
+PUBLISHED_UD_FILE = ud_pipeline_block["published"]
 
 
 def first_sentences(path, n: int) -> str:
     return "\n\n".join(path.read_text(encoding="utf8").split("\n\n")[:n]) + "\n\n"
+
+
+def copy_checkout_parts(root):
+    """The committed files behind the ud-pipeline block, and the configs its trainings' steps come from."""
+    for path in [path for path, _ in ud_pipeline_block.sources(Results(REPO))] + [PUBLISHED_UD_FILE]:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / path, root / path)
+    shutil.copytree(REPO / "configs", root / "configs")
 
 
 def bar_row(block: str, name: str) -> str:
@@ -36,23 +44,25 @@ def test_the_block_reads_ud_eval_results_and_prints_every_published_row(tmp_path
                 columns[3], changed = "X", changed + 1
         lines.append("\t".join(columns))
     system.write_text("\n".join(lines) + "\n", encoding="utf8")
+    copy_checkout_parts(tmp_path)
     write_results(evaluate_files(gold, system), gold, system, tmp_path / "results/ud_pipeline_test_gold_tokens.json")
-    (tmp_path / PUBLISHED_UD_FILE).parent.mkdir(parents=True)
-    shutil.copy(REPO / PUBLISHED_UD_FILE, tmp_path / PUBLISHED_UD_FILE)
 
     block = ud_pipeline_block(Results(tmp_path))
 
     assert f"| UPOS, EWT test, gold tokens | 96.00 | {100 * (words - changed) / words:.2f} | **not met** |" in block
     assert bar_row(block, "Lemmas, EWT test, gold tokens").endswith("| 100.00 | met |")
-    assert bar_row(block, "sentence F, EWT dev Docs of 10 sentences").endswith("| – | not measured yet |")
+    docs = json.loads((REPO / "results/ud_pipeline_dev_docs.json").read_text(encoding="utf8"))["scores"]
+    assert bar_row(block, "sentence F, EWT dev Docs of 10 sentences").startswith(
+        f"| sentence F, EWT dev Docs of 10 sentences | 85.00 | {100 * docs['sents_f']:.2f} |"
+    )
     assert "| this pipeline, gold tokens | EWT 2.16 test | 100.00 |" in block  # Tokens
-    assert "| this pipeline, raw text |" not in block
     published = json.loads((REPO / PUBLISHED_UD_FILE).read_text(encoding="utf8"))["rows"]
     for row in published:
         assert f"| {row['system']}, {row['input']} | {row['data']} |" in block
         assert row["source"] in block
-    assert "not measured yet: `results/ud_pipeline_dev_raw_text.json`" in block
-    assert "Training: not measured yet." in block
+    (tmp_path / "results/ud_pipeline_dev_raw_text.json").unlink()
+    block = ud_pipeline_block(Results(tmp_path))
+    assert block.startswith("*Source: ") and "not measured yet: `results/ud_pipeline_dev_raw_text.json`" in block
 
 
 def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
@@ -65,8 +75,7 @@ def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
         ),
         "train_pairatt_cost.json": (3316.0, 2297.2, "python -m spacy train configs/parser_minilm.cfg --gpu-id -1"),
     }  # fmt: skip
-    (tmp_path / "results").mkdir()
-    shutil.copytree(REPO / "configs", tmp_path / "configs")  # the steps come from the checkout's configs
+    copy_checkout_parts(tmp_path)  # the steps come from the checkout's configs
     for cost, (wall, rss, command) in runs.items():
         (tmp_path / "results" / cost).write_text(
             json.dumps({"wall_seconds": wall, "peak_rss_mb": rss, "command": command})
@@ -82,7 +91,7 @@ def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
     )
     assert f"Training: {line}." in block
     (tmp_path / "results" / "train_ud_pipeline_senter_cost.json").unlink()
-    assert "Training: not measured yet." in ud_pipeline_block(Results(tmp_path))
+    assert "not measured yet: `results/train_ud_pipeline_senter_cost.json`" in ud_pipeline_block(Results(tmp_path))
 
 
 def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_errors(tmp_path):
@@ -94,7 +103,7 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
     gold_text = first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 30)
     gold, system = tmp_path / "gold.conllu", tmp_path / "system.conllu"
     gold.write_text(gold_text, encoding="utf8")
-    assert "Not measured yet" in ud_errors_block(Results(tmp_path))
+    assert ud_errors_block(Results(tmp_path)).startswith("*not measured yet: `results/ud_pipeline_dev_raw_text.json`")
     path = tmp_path / "results/ud_pipeline_dev_raw_text.json"
     perfect = load_conllu(gold)  # no wrong lemma: no share of 0 to divide by
     write_results(evaluate_files(gold, gold), gold, gold, path, errors=error_analysis(perfect, perfect))
@@ -120,13 +129,13 @@ def test_the_errors_block_counts_the_wrong_lemmas_and_boundaries_of_ud_eval_erro
 
 
 def test_the_tokenizer_effect_block_subtracts_spacys_tokenizer_from_the_pipelines(tmp_path):
-    from docs_build.ud_blocks import TOKENIZER_EFFECT_ROWS, tokenizer_effect_block
+    tokenizer_effect_block = BLOCKS["tokenizer-effect"]
 
     gold = tmp_path / "gold.conllu"
     gold.write_text(first_sentences(UD_DIR / "en_ewt-ud-dev.conllu", 20), encoding="utf8")
-    (ours, ours_path, _), (stock, stock_path, _) = TOKENIZER_EFFECT_ROWS
+    (ours, ours_path, _), (stock, stock_path, _) = tokenizer_effect_block.files["rows"]
     write_results(evaluate_files(gold, gold), gold, gold, tmp_path / ours_path)
-    assert f"| {stock} | – |" in tokenizer_effect_block(Results(tmp_path))
+    assert f"not measured yet: `{stock_path}`" in tokenizer_effect_block(Results(tmp_path))
     lines = gold.read_text(encoding="utf8").splitlines()
     relabelled = [  # every relation but the root's becomes `dep`: only LAS and MLAS fall
         "\t".join(c[:7] + ["dep" if c[7] != "root" else "root"] + c[8:]) if len(c := line.split("\t")) == 10 else line

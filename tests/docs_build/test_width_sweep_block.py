@@ -5,18 +5,17 @@ import json
 
 from spacy.util import load_config
 
-from docs_build.blocks import WIDTH_SWEEP_FILE
-from docs_build.docs_tables import BLOCKS
+from docs_build.plan import BLOCKS
 from docs_build.results import Results
 from tests.conftest import REPO
 
 width_sweep_block = BLOCKS["width-sweep"]  # the figures, then their source note
+WIDTH_SWEEP_FILE = width_sweep_block.path("sweep")
 
 
 def copy_checkout_parts(root, record):
-    for path in ("bench/sweep.py", "configs/parser_minilm.cfg"):
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text((REPO / path).read_text(encoding="utf8"), encoding="utf8")
+    (root / "configs").mkdir()  # the config's own widths
+    (root / "configs" / "parser_minilm.cfg").write_text((REPO / "configs" / "parser_minilm.cfg").read_text("utf8"))
     (root / WIDTH_SWEEP_FILE).parent.mkdir(parents=True, exist_ok=True)
     (root / WIDTH_SWEEP_FILE).write_text(json.dumps(record), encoding="utf8")
 

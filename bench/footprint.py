@@ -1,9 +1,18 @@
-"""results/footprint.json (`docs-tables --measure-footprint`): the disk the installed stack takes, measured
-here, and the project's data and trained models."""
+"""results/footprint.json: the disk the installed stack takes (spacy-pairatt and its requirements, recursively),
+and the project's data and trained model, for the docs' `requirements` block.
 
+    python bench/footprint.py [--root .] [--output results/footprint.json]
+"""
+
+import argparse
 from importlib.metadata import PackageNotFoundError, distribution, requires
 from pathlib import Path
 from typing import Dict, List, Tuple
+
+from spacy_pairatt.provenance import provenance
+from spacy_pairatt.reports import report_json
+
+FOLDERS = ("assets", "corpus", "training/pairatt/model-best")
 
 
 def stack_bytes(name: str = "spacy-pairatt") -> Tuple[int, List[str]]:
@@ -28,13 +37,23 @@ def stack_bytes(name: str = "spacy-pairatt") -> Tuple[int, List[str]]:
     return total, sorted(seen - {name})
 
 
-def measure_footprint(root: Path) -> Dict:
-    from spacy_pairatt.provenance import provenance
-
+def footprint(root: Path) -> Dict:
     stack, names = stack_bytes()
     folders = {
-        folder: sum(f.stat().st_size for f in (Path(root) / folder).rglob("*") if f.is_file())
-        for folder in ("assets", "corpus", "training/pairatt/model-best")
-        if (Path(root) / folder).exists()
+        folder: sum(f.stat().st_size for f in (root / folder).rglob("*") if f.is_file())
+        for folder in FOLDERS
+        if (root / folder).exists()
     }
     return {"stack_bytes": stack, "stack": names, "folder_bytes": folders, "provenance": provenance()}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", default=".", help="the checkout (assets/, corpus/, training/)")
+    parser.add_argument("--output", default="results/footprint.json")
+    args = parser.parse_args(argv)
+    report_json(footprint(Path(args.root)), args.output)
+
+
+if __name__ == "__main__":
+    main()

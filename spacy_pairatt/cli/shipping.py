@@ -1,50 +1,7 @@
-"""docs-tables, assemble, demo: the docs' figures (from a checkout's results/, by its `docs_build/` tool), the
-shipped pipeline and a look at it."""
+"""assemble, demo, source-stamp: the shipped pipeline, a look at it, and the stamp of the code behind results made
+on a copy of the checkout. (The docs' generated blocks are the checkout's tool: `python -m docs_build`.)"""
 
-import importlib
-import sys
 from pathlib import Path
-
-DOCS_TOOL = "docs_build"  # the checkout's folder that writes README.md's and docs/*.md's generated blocks
-PACKAGE_CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout, where this package is installed editable
-
-
-def docs_tool(root: Path):
-    """The checkout's docs tool: `docs_build/` under `root`, else beside this package in an editable install.
-
-    Outside a checkout (an installed wheel has no results/ or docs/) it is a one-line error."""
-    for checkout in (Path(root).resolve(), PACKAGE_CHECKOUT):
-        if (checkout / DOCS_TOOL / "__init__.py").is_file():
-            if str(checkout) not in sys.path:
-                sys.path.insert(0, str(checkout))
-            return importlib.import_module(f"{DOCS_TOOL}.docs_tables")
-    raise SystemExit(
-        f"python -m spacy_pairatt docs-tables: error: {Path(root).resolve()} is not a checkout of spacy-pairatt "
-        f"(no {DOCS_TOOL}/); run it from the repository, or pass --root"
-    )
-
-
-def docs_tables(args) -> None:
-    """Rewrite (or, with --check, compare) every generated block of README.md and docs/*.md from results/."""
-    tool, root = docs_tool(Path(args.root)), Path(args.root)
-    if not args.model_card and not tool.doc_files(root):
-        raise SystemExit(
-            f"python -m spacy_pairatt docs-tables: error: no README.md or docs/*.md under {root.resolve()}: "
-            "run it from a checkout of spacy-pairatt, or pass --root"
-        )
-    try:
-        if args.measure_footprint:
-            tool.write_footprint(root)
-        if args.model_card:
-            tool.write_model_card_notes(root, args.model_card, ud_pipeline=not args.parser_only)
-            return
-        changed = tool.regenerate(root, check=args.check)
-    except ValueError as error:
-        raise SystemExit(f"python -m spacy_pairatt docs-tables: error: {error}") from error
-    for entry in changed:
-        print(("differs from results/: " if args.check else "rewritten: ") + entry)
-    if args.check and changed:
-        raise SystemExit("python -m spacy_pairatt docs-tables: error: run it without --check to regenerate")
 
 
 def assemble(args) -> None:
@@ -90,21 +47,6 @@ def write_source_stamp(args) -> None:
 
 def add_commands(commands) -> None:
     """Its commands on the `python -m spacy_pairatt` subparsers."""
-    documents = commands.add_parser(
-        "docs-tables", help="every generated block of README.md and docs/*.md from results/"
-    )
-    documents.add_argument("--root", default=".", help="the checkout (README.md, docs/, results/)")
-    documents.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
-    documents.add_argument(
-        "--measure-footprint", action="store_true", help="first write results/footprint.json (disk of stack and data)"
-    )
-    documents.add_argument(
-        "--model-card", metavar="PATH", help="instead, write the shipped model card's notes (for assemble --notes)"
-    )
-    documents.add_argument(
-        "--parser-only", action="store_true", help="with --model-card: the parser alone's, not the UD pipeline's"
-    )
-    documents.set_defaults(func=docs_tables)
     stamping = commands.add_parser(
         "source-stamp",
         help="the commit and code hashes of a clean checkout, for results made from a copy of its tree",
@@ -127,7 +69,7 @@ def add_commands(commands) -> None:
         "--sentence-scores", help="ud-eval --output JSON (raw text) whose Sentences P, R, F go into meta.json"
     )
     assembly.add_argument(
-        "--notes", help="Markdown that ends the model card (in a checkout: docs-tables --model-card writes it)"
+        "--notes", help="Markdown that ends the model card (in a checkout: python -m docs_build --model-card writes it)"
     )
     assembly.set_defaults(func=assemble)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
