@@ -16,7 +16,7 @@ from spacy import displacy
 from spacy.tokens import DocBin
 from spacy.training.converters import conllu_to_docs
 
-from docs_build.model_card import model_card_notes
+from docs_build.limits import model_card_notes
 from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files, write_results
 from spacy_pairatt.parse_files.parsing import parse_file
 from spacy_pairatt.reports import percent
