@@ -3,7 +3,7 @@ weights and dev scores alike; a checkpoint cut short is never the one resumed fr
 
 On the tiny random BERT and 60 EWT train sentences, 25 steps (0 to 24): about 75 s of CPU in all for
 the three trainings (straight, stopped, resumed), so far fewer steps than the issue's 2,000, which would
-take 20 minutes; the run crosses an epoch, four evaluations and several checkpoints, which is where a
+take 20 minutes; the run goes into a third epoch and crosses four evaluations and several checkpoints, which is where a
 resume can go wrong.
 """
 
@@ -114,7 +114,7 @@ def test_the_score_history_is_the_straight_runs(straight_run, resumed_run):
             assert entry["other_scores"].pop("speed") > 0
     assert [entry["step"] for entry in histories[0]["history"]] == [0, 8, 16, 24]
     assert histories[0]["history"] == histories[1]["history"]
-    assert histories[0]["words"] == histories[1]["words"] and histories[0]["epoch"] == histories[1]["epoch"] == 1
+    assert histories[0]["words"] == histories[1]["words"] and histories[0]["epoch"] == histories[1]["epoch"] == 2
 
 
 def test_only_the_newest_checkpoints_are_kept(resumed_run):
