@@ -1,10 +1,10 @@
 """Resumable training: a run stopped by SIGTERM and resumed ends where a run never stopped ends,
 weights and dev scores alike; a checkpoint cut short is never the one resumed from.
 
-On the tiny random BERT and 60 EWT train sentences, 25 steps (0 to 24): about 75 s of CPU in all for
+On the tiny random BERT and 60 EWT train sentences, 25 steps (0 to 24): about 70 s of CPU in all for
 the three trainings (straight, stopped, resumed), so far fewer steps than the issue's 2,000, which would
-take 20 minutes; the run goes into a third epoch and crosses four evaluations and several checkpoints, which is where a
-resume can go wrong.
+take 20 minutes; the run goes into a third epoch and crosses four evaluations and several checkpoints,
+which is where a resume can go wrong.
 """
 
 import json
