@@ -5,13 +5,26 @@ import os
 import sys
 
 from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
-from . import ablation, attention_curve, confidence, corpora, encoders, evaluate, parse, probing, shipping, tokenizer
+from . import (
+    ablation,
+    attention_curve,
+    confidence,
+    corpora,
+    encoders,
+    evaluate,
+    parse,
+    probing,
+    shipping,
+    tokenizer,
+    training,
+)
 from .errors import describe_error
 
 # Each module adds its commands; --help lists them in this order.
 COMMAND_GROUPS = (
     corpora,
     encoders,
+    training,
     tokenizer,
     parse,
     confidence,
@@ -33,7 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not hasattr(args, "config_overrides"):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:
+        args.config_overrides = unknown  # spaCy's --section.key value, for the commands that train
     command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
     try:
         args.func(args)

@@ -1,0 +1,338 @@
+"""Resumable training: spaCy's own training loop, with checkpoints it resumes from.
+
+`train_resumable` builds the pipeline with spaCy's `init_nlp` and trains it with spaCy's
+`train_while_improving`, as `spacy train` does, writing model-best and model-last as it does. Every
+N steps, when training ends and when SIGTERM, SIGINT or SIGHUP arrives (after the step in progress)
+it also writes a checkpoint (`checkpoints.py`). Run again into the same output, it builds the
+pipeline from the config again and replays the first steps without training on them: the batch
+stream, the dropout and learning-rate schedules and the evaluation steps advance as they did, and
+the recorded dev scores stand in for the evaluations (so "best so far" and patience are as they
+were). At the checkpoint's step it puts back the weights, the optimizer's state, the losses and the
+random states, and the steps after it are those of a run never stopped.
+
+The batch stream advances under its own Python random state, seeded with the training seed (spaCy
+shuffles with the global one): it is a function of the seed alone, which is what makes it replayable.
+"""
+
+import os
+import random
+import shutil
+import signal
+import sys
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Dict, Iterator, List, Optional
+
+import srsly
+from spacy import util
+from spacy.schemas import ConfigSchemaTraining
+from spacy.training.initialize import init_nlp
+from spacy.training.loop import (
+    DIR_MODEL_BEST,
+    DIR_MODEL_LAST,
+    clean_output_dir,
+    create_before_to_disk_callback,
+    create_evaluation_callback,
+    create_train_batches,
+    train_while_improving,
+    update_meta,
+)
+from thinc.api import Config, fix_random_seed, set_gpu_allocator
+from wasabi import Printer
+
+from .checkpoints import CHECKPOINTS_DIR, ResumeError, exclusive_checkpoints, latest_checkpoint, write_checkpoint
+from .optimizer_state import optimizer_state, restore_optimizer
+from .random_state import random_states, reseed_gpu_generator, restore_random_states
+
+# Settings a resumed run may change: they decide when training stops, not what a step does.
+CHANGEABLE_SETTINGS = ("training.max_steps", "training.patience")
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
+PIPELINE_DIR = "pipeline"
+OPTIMIZER_FILE = "optimizer.msgpack"
+RANDOM_FILE = "random.msgpack"
+PROGRESS_FILE = "progress.json"
+
+
+@dataclass
+class TrainingOutcome:
+    """How a call ended: `steps` completed in all (this run and those it resumed), the signal that
+    stopped it (None: it finished), the checkpoint it resumed from and the newest one there is."""
+
+    model_last: Path
+    steps: int
+    stopped_by: Optional[str] = None
+    resumed_from: Optional[Path] = None
+    checkpoint: Optional[Path] = None
+
+
+@dataclass
+class Progress:
+    """What progress.json records beside the weights: `steps` completed, the dev scores of every
+    evaluation so far, the losses gathered since the last one, time, words, and the config."""
+
+    steps: int = 0
+    epoch: int = 0
+    history: List[Dict[str, Any]] = field(default_factory=list)
+    losses: Dict[str, float] = field(default_factory=dict)
+    seconds: int = 0
+    words: int = 0
+    config: str = ""
+
+
+def train_resumable(
+    config_path: Path,
+    output_path: Path,
+    *,
+    checkpoint_every: int,
+    keep: int = 2,
+    use_gpu: int = -1,
+    overrides: Optional[Dict[str, Any]] = None,
+    stdout: IO = sys.stdout,
+    stderr: IO = sys.stderr,
+) -> TrainingOutcome:
+    """Train `config_path` into `output_path` as `spacy train` does, resuming from the newest complete
+    checkpoint there. Call `spacy.require_gpu` first for a GPU, as for spaCy's `train`."""
+    if checkpoint_every < 1:
+        raise ResumeError(f"--checkpoint-every must be at least 1 step, not {checkpoint_every}")
+    if keep < 1:
+        raise ResumeError(f"--keep must be at least 1 checkpoint, not {keep}")
+    output_path = Path(output_path)
+    config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
+    with exclusive_checkpoints(output_path / CHECKPOINTS_DIR) as root:
+        checkpoint = latest_checkpoint(root, lambda line: stderr.write(Printer(no_print=True).warn(line) + "\n"))
+        progress = read_progress(checkpoint) if checkpoint else Progress()
+        if checkpoint:
+            check_same_settings(Config().from_str(progress.config, interpolate=False), config, checkpoint)
+        progress.config = config.to_str()
+        nlp = init_nlp(config, use_gpu=use_gpu)
+        run = ResumableRun(nlp, output_path, root, checkpoint, progress, checkpoint_every, keep, use_gpu)
+        return run.train(stdout, stderr)
+
+
+def read_progress(checkpoint: Path) -> Progress:
+    return Progress(**srsly.read_json(checkpoint / PROGRESS_FILE))
+
+
+def flat_settings(config: Config) -> Dict[str, Any]:
+    """Every setting of a config as "section.sub.key" → value."""
+    flat = {}
+    for name, value in config.items():
+        if isinstance(value, dict):
+            flat.update({f"{name}.{key}": inner for key, inner in flat_settings(value).items()})
+        else:
+            flat[name] = value
+    return flat
+
+
+def check_same_settings(saved: Config, current: Config, checkpoint: Path) -> None:
+    """A resumed run must train as the checkpoint's did: only CHANGEABLE_SETTINGS may differ."""
+    before, now = flat_settings(saved), flat_settings(current)
+    changed = sorted(key for key in before.keys() | now.keys() if before.get(key) != now.get(key))
+    changed = [key for key in changed if key not in CHANGEABLE_SETTINGS]
+    if changed:
+        raise ResumeError(
+            f"{checkpoint} was trained with other settings ({', '.join(changed)}); only "
+            f"{' and '.join(CHANGEABLE_SETTINGS)} may change on resuming (or train into a new --output)"
+        )
+
+
+class ReplayedSteps:
+    """The first `done` steps, replayed: each one's batch emptied (nothing trains on it) and its
+    evaluation answered from the recorded history."""
+
+    def __init__(self, done: int, history: List[Dict[str, Any]]):
+        self.done = done
+        self.recorded = [entry for entry in history if entry["step"] < done]
+        self.step = -1
+
+    def batches(self, stream: Iterator, random_state, seed: int) -> Iterator:
+        """`stream` under its own Python random state; replayed steps' batches empty; CuPy reseeded per step."""
+        for self.step, (epoch, batch) in enumerate(own_random_state(stream, random_state)):
+            reseed_gpu_generator(seed, self.step)
+            yield epoch, ([] if self.step < self.done else batch)
+
+    def evaluation(self, evaluate):
+        def evaluate_or_replay():
+            if self.step >= self.done:
+                return evaluate()
+            if not self.recorded or self.recorded[0]["step"] != self.step:
+                raise ResumeError(f"replaying step {self.step}: its evaluation is not in the checkpoint's history")
+            entry = self.recorded.pop(0)
+            return entry["score"], entry["other_scores"]
+
+        return evaluate_or_replay
+
+
+def own_random_state(stream: Iterator, state) -> Iterator:
+    """`stream`, each item drawn under its own Python random state (from `state`); the global one is left as it was."""
+    while True:
+        outer = random.getstate()
+        random.setstate(state)
+        try:
+            item = next(stream)
+        except StopIteration:
+            return
+        finally:
+            state = random.getstate()
+            random.setstate(outer)
+        yield item
+
+
+@contextmanager
+def stop_requests() -> Iterator[List[str]]:
+    """The names of the stop signals received (at most one): the first asks to stop at the next
+    checkpoint; a second one acts as it would without this (SIGINT: KeyboardInterrupt, SIGTERM: exit)."""
+    received: List[str] = []
+    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+
+    def request_stop(number, frame):
+        received.append(signal.Signals(number).name)
+        for other, handler in previous.items():
+            signal.signal(other, handler)
+        notice = f"{received[0]}: stopping after the step in progress, at a checkpoint (again to stop at once)\n"
+        with suppress(OSError):  # straight to the descriptor: the stream may be in the middle of a write
+            os.write(2, notice.encode())
+
+    for number in STOP_SIGNALS:
+        signal.signal(number, request_stop)
+    try:
+        yield received
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+class ResumableRun:
+    """One call's training: spaCy's `train` (spacy/training/loop.py) with checkpoints and a resume."""
+
+    def __init__(self, nlp, output_path, root, checkpoint, progress, checkpoint_every, keep, use_gpu):
+        self.nlp, self.output_path, self.root = nlp, output_path, root
+        self.resumed_from, self.progress = checkpoint, progress
+        self.checkpoint_every, self.keep = checkpoint_every, keep
+        config = nlp.config.interpolate()
+        self.seed = config["training"]["seed"]
+        if self.seed is None:
+            raise ResumeError("training.seed is null: a resumed run could not replay the batches; set a seed")
+        fix_random_seed(self.seed)
+        if use_gpu >= 0 and config["training"]["gpu_allocator"]:
+            set_gpu_allocator(config["training"]["gpu_allocator"])
+        self.T = util.registry.resolve(config["training"], schema=ConfigSchemaTraining)
+        self.train_corpus, self.dev_corpus = util.resolve_dot_names(
+            config, [self.T["train_corpus"], self.T["dev_corpus"]]
+        )
+        self.optimizer = self.T["optimizer"]
+        self.before_to_disk = create_before_to_disk_callback(self.T["before_to_disk"])
+        self.written: Optional[Path] = None
+        self.seconds_offset, self.words_offset = 0, 0  # what the steps before a resume took
+
+    def steps(self, replay: ReplayedSteps):
+        T = self.T
+        batches = create_train_batches(self.nlp, self.train_corpus, T["batcher"], T["max_epochs"])
+        return train_while_improving(
+            self.nlp,
+            self.optimizer,
+            replay.batches(batches, random.getstate(), self.seed),
+            replay.evaluation(create_evaluation_callback(self.nlp, self.dev_corpus, T["score_weights"])),
+            dropout=T["dropout"],
+            accumulate_gradient=T["accumulate_gradient"],
+            patience=T["patience"],
+            max_steps=T["max_steps"],
+            eval_frequency=T["eval_frequency"],
+            exclude=T["frozen_components"],
+            annotating_components=T["annotating_components"],
+            before_update=T["before_update"],
+        )
+
+    def train(self, stdout: IO, stderr: IO) -> TrainingOutcome:
+        msg, T, progress = Printer(no_print=True), self.T, self.progress
+        done = checkpointed = progress.steps
+        replay = ReplayedSteps(done, progress.history)
+        steps = self.steps(replay)
+        if self.resumed_from is None:
+            clean_output_dir(self.output_path)
+        else:
+            stdout.write(msg.info(f"Resuming from {self.resumed_from}: {done} steps done") + "\n")
+        stdout.write(msg.info(f"Pipeline: {self.nlp.pipe_names}") + "\n")
+        if self.resumed_from is None:
+            stdout.write(msg.info(f"Initial learn rate: {self.optimizer.learn_rate}") + "\n")
+        with self.nlp.select_pipes(disable=T["frozen_components"]):
+            log_step, finalize_logger = T["logger"](self.nlp, stdout, stderr)
+        restored = done == 0
+        with stop_requests() as stop:
+            try:
+                for _, info, is_best in steps:
+                    if info["step"] == done - 1:
+                        self.restore(info)
+                        restored = True
+                    elif info["step"] >= done:
+                        self.record(info, is_best)
+                        if stop or progress.steps % self.checkpoint_every == 0:  # first: after SIGHUP, output may fail
+                            checkpointed = self.write_checkpoint()
+                        log_step(info if is_best is not None else None)
+                    if stop:
+                        break
+                if not restored and not stop:
+                    raise ResumeError(
+                        f"{self.resumed_from}: training stopped after {replay.step + 1} replayed steps, before the "
+                        f"checkpoint's {done} (a lower training.max_steps or patience than when it was written?)"
+                    )
+                if restored and progress.steps != checkpointed:
+                    self.write_checkpoint()
+            finally:
+                finalize_logger()
+                if restored:
+                    self.save_pipelines(is_best=False)
+        if restored:
+            stdout.write(msg.good("Saved pipeline to output directory", self.output_path / DIR_MODEL_LAST) + "\n")
+        stopped_by = stop[0] if stop else None
+        model_last = self.output_path / DIR_MODEL_LAST
+        newest = self.written or self.resumed_from
+        return TrainingOutcome(model_last, progress.steps, stopped_by, self.resumed_from, newest)
+
+    def record(self, info: Dict[str, Any], is_best: Optional[bool]) -> None:
+        """A step trained: its evaluation saved as spaCy saves it, and the progress a checkpoint records."""
+        progress = self.progress
+        info["seconds"] += self.seconds_offset
+        info["words"] += self.words_offset
+        if is_best is not None:
+            with self.nlp.select_pipes(disable=self.T["frozen_components"]):
+                update_meta(self.T, self.nlp, info)
+            self.save_pipelines(is_best)
+            info["output_path"] = str(self.output_path / DIR_MODEL_LAST)
+            progress.history.append({key: info[key] for key in ("step", "score", "other_scores")})
+        progress.steps, progress.epoch = info["step"] + 1, info["epoch"]
+        progress.losses = {} if is_best is not None else dict(info["losses"])  # spaCy resets them after an evaluation
+        progress.seconds, progress.words = info["seconds"], info["words"]
+
+    def restore(self, info: Dict[str, Any]) -> None:
+        """At the last replayed step: the checkpoint's weights, optimizer state, losses and random states."""
+        checkpoint = self.resumed_from
+        self.nlp.from_disk(checkpoint / PIPELINE_DIR, exclude=["config"])  # the config stays this run's
+        restore_optimizer(self.optimizer, self.nlp, srsly.read_msgpack(checkpoint / OPTIMIZER_FILE))
+        info["losses"].update(self.progress.losses)  # the loop's own dict: it goes on adding to it
+        self.seconds_offset, self.words_offset = self.progress.seconds - info["seconds"], self.progress.words
+        restore_random_states(srsly.read_msgpack(checkpoint / RANDOM_FILE))
+
+    def write_checkpoint(self) -> int:
+        """A checkpoint of the steps done so far; their number."""
+        nlp, optimizer, progress = self.nlp, self.optimizer, self.progress
+
+        def write(folder: Path) -> None:
+            nlp.to_disk(folder / PIPELINE_DIR)
+            srsly.write_msgpack(folder / OPTIMIZER_FILE, optimizer_state(optimizer, nlp))
+            srsly.write_msgpack(folder / RANDOM_FILE, random_states())
+            srsly.write_json(folder / PROGRESS_FILE, asdict(progress))
+
+        self.written = write_checkpoint(self.root, progress.steps, write, self.keep)
+        return progress.steps
+
+    def save_pipelines(self, is_best: bool) -> None:
+        """model-last, and model-best when `is_best`, as spaCy's `train` writes them (with the averages)."""
+        last, best = self.output_path / DIR_MODEL_LAST, self.output_path / DIR_MODEL_BEST
+        with self.nlp.use_params(self.optimizer.averages):
+            self.before_to_disk(self.nlp).to_disk(last)
+        if is_best:
+            if best.exists():
+                shutil.rmtree(best)
+            shutil.copytree(last, best)
