@@ -26,10 +26,9 @@ ill-conditioned (|K| |K^-1| over CONDITION_LIMIT) are redone by `_eliminated_log
 elimination that never subtracts (the Laplacian kept as off-diagonal weights plus each row's
 slack), with the marginals from its hand-written reverse pass (`_eliminated_marginals`: O(n^2)
 memory, a loop over the words, not the sentences). With the floor that is exact to about 1e-10
-for any score spread (the tests: up to 500 nats against brute force). `float32_first` (the
-parser's confidence) tries float32 LU first and keeps it where the Laplacian is well conditioned
-(|K| |K^-1| at most FLOAT32_CONDITION_LIMIT and every row's marginals summing to 1 within
-FLOAT32_ROW_TOLERANCE: marginals to about 1e-5), the float64 path for the rest.
+for any score spread (the tests: up to 500 nats against brute force). All in float64: float32 LU
+is slower than float64 in torch's batched CPU LU at parse shapes, and a third of EWT-like
+sentences have |K| |K^-1| over 1e3, where float32 would be wrong in the fourth decimal.
 
 NaN marginals and log Z only where no single-root tree has any weight; log Z is +inf (marginals
 still finite) where the scores are so large that it overflows float64; a word with no possible
@@ -53,9 +52,6 @@ ArrayLike = Union[np.ndarray, torch.Tensor]
 LOG_FLOOR = 500.0
 # |K|_inf |K^-1|_max above this: LU's relative error may exceed about 1e-8; use the exact elimination.
 CONDITION_LIMIT = 1e8
-# float32 LU is kept for a sentence whose condition is at most this and whose rows sum to 1 within the tolerance.
-FLOAT32_CONDITION_LIMIT = 1e3
-FLOAT32_ROW_TOLERANCE = 1e-5
 
 
 def _as_batch(scores: ArrayLike, lengths: Optional[ArrayLike]) -> Tuple[torch.Tensor, torch.Tensor, bool]:
@@ -132,7 +128,8 @@ def _lu_inverse_and_log_det(laplacian: torch.Tensor) -> Tuple[torch.Tensor, torc
     negative = ((diagonal < 0).sum(-1) + swaps) % 2 == 1
     log_det = torch.log(diagonal.abs()).sum(-1)
     log_det = log_det.masked_fill(negative | singular | (diagonal == 0).any(-1), float("-inf"))
-    inverse = torch.linalg.lu_solve(factors, pivots, torch.eye(n, dtype=laplacian.dtype).expand_as(factors))
+    identity = torch.eye(n, dtype=laplacian.dtype).repeat(len(factors), 1, 1)  # contiguous: lu_solve is slow on a view
+    inverse = torch.linalg.lu_solve(factors, pivots, identity)
     return inverse.masked_fill(singular[:, None, None], float("nan")), log_det
 
 
@@ -274,49 +271,32 @@ def _exact_marginals(arc_weights: torch.Tensor, root_weights: torch.Tensor, leng
     return _eliminated_marginals(arc_weights, root_weights, lengths)
 
 
-def _marginals_with_log_det(
-    batch: torch.Tensor, lengths: torch.Tensor, float32_first: bool
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """((B, n, n) marginals, (B,) log det K, (B,) row shifts): float32 LU where it holds (see the
-    module docstring), float64 LU, then exact elimination for the sentences LU cannot be trusted on."""
+def _marginals_with_log_det(batch: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """((B, n, n) marginals, (B,) log det K, (B,) summed row shifts): LU, then exact elimination
+    for the sentences LU cannot be trusted on."""
     laplacian, arc_weights, root_weights, shifts = _shifted_laplacian(batch, lengths)
-    if float32_first:
-        marginals, log_det, trusted = _lu_marginals(
-            laplacian.float(), arc_weights.float(), root_weights.float(), FLOAT32_CONDITION_LIMIT
-        )
-        row_error = (marginals.sum(-1) - (torch.arange(batch.shape[-1]) < lengths[:, None]).float()).abs()
-        trusted = trusted & (row_error.amax(-1) <= FLOAT32_ROW_TOLERANCE)
-        marginals, log_det = marginals.to(batch.dtype), log_det.to(batch.dtype)
-        redo = ~trusted
-        if bool(redo.any()):
-            precise = _marginals_with_log_det(batch[redo], lengths[redo], float32_first=False)
-            marginals, log_det = marginals.index_put((redo,), precise[0]), log_det.index_put((redo,), precise[1])
-        return marginals, log_det, shifts
     marginals, log_det, trusted = _lu_marginals(laplacian, arc_weights, root_weights, CONDITION_LIMIT)
     ill = ~trusted
     if bool(ill.any()):
         exact, exact_log_det = _exact_marginals(arc_weights[ill], root_weights[ill], lengths[ill])
         marginals, log_det = marginals.index_put((ill,), exact), log_det.index_put((ill,), exact_log_det)
-    return marginals, log_det, shifts
+    return marginals, log_det, shifts.sum(-1)
 
 
 def tree_marginals_with_log_partition(
-    scores: ArrayLike, lengths: Optional[ArrayLike] = None, float32_first: bool = False
+    scores: ArrayLike, lengths: Optional[ArrayLike] = None
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """((B, n, n) marginals, (B,) log Z) of a batch, in the layout of `scores` (diagonal: root).
-
-    Padding entries are 0. float32_first: float32 where the Laplacian is well conditioned (about
-    1e-5 absolute instead of 1e-10; see the module docstring), for speed.
-    """
+    Padding entries are 0."""
     batch, lengths, _ = _as_batch(scores, lengths)
     if batch.shape[-1] == 0 or batch.shape[0] == 0:
         return batch.clone(), torch.zeros(batch.shape[0], dtype=batch.dtype)
-    marginals, log_det, shifts = _marginals_with_log_det(batch, lengths, float32_first)
+    marginals, log_det, shift = _marginals_with_log_det(batch, lengths)
     marginals = marginals.clamp(0.0, 1.0)
     # No single-root tree with any weight: NaN, not a guess.
     unusable = torch.isneginf(log_det) | torch.isnan(log_det) | torch.isnan(marginals.sum(dim=(-1, -2)))
     marginals = torch.where(unusable[:, None, None], torch.full_like(marginals, float("nan")), marginals)
-    log_z = log_det + shifts.sum(-1)
+    log_z = log_det + shift
     return marginals, torch.where(unusable, torch.full_like(log_z, float("nan")), log_z)
 
 
@@ -375,7 +355,6 @@ def decoded_tree_confidence(
     label_temperature: float = 1.0,
     n_candidates: int = 3,
     leaves: Optional[np.ndarray] = None,
-    float32_first: bool = False,
 ) -> Dict[str, np.ndarray]:
     """How sure a chunk of decoded sentences is, from the decoder's inputs and outputs.
 
@@ -384,7 +363,7 @@ def decoded_tree_confidence(
     label scores on the decoded arcs, label_allowed (B, N, K) the labels the decoder could choose
     there, labels (B, N) its choices. The temperatures divide the arc and label scores. leaves (B, N):
     units that are no word of the tree (whitespace, `attach_leaves`): they get no confidence and
-    leave `tree_prob` alone. float32_first: see `tree_marginals_with_log_partition`.
+    leave `tree_prob` alone.
 
     Returns (B, N) `head_prob` (the decoded arc's tree marginal) and `dep_prob` (the chosen label's
     probability among the allowed ones), NaN for leaves; (B, N, k) `candidate_units` /
@@ -397,7 +376,7 @@ def decoded_tree_confidence(
     with np.errstate(invalid="ignore"):  # rows shifted to their best (log Z stays finite), floored as the marginals are
         best = scaled.max(axis=-1, keepdims=True)
         scaled = np.where(np.isfinite(scaled), np.maximum(scaled - best, -LOG_FLOOR), -np.inf)
-    marginals, log_z = tree_marginals_with_log_partition(root_first_to_diagonal(scaled), lengths, float32_first)
+    marginals, log_z = tree_marginals_with_log_partition(root_first_to_diagonal(scaled), lengths)
     units = diagonal_to_root_first(marginals.numpy())
     batch, n_units = heads.shape
     rows, cols = np.arange(batch)[:, None], np.arange(n_units)[None, :]
@@ -410,11 +389,8 @@ def decoded_tree_confidence(
     dep_log_prob = np.take_along_axis(label_logits, labels[..., None], axis=-1)[..., 0] - label_log_norm
     arc_log_score = np.where(words, scaled[rows, cols, safe_heads], 0.0).sum(-1)
     tree_log_prob = arc_log_score - log_z.numpy() + np.where(tree_words, dep_log_prob, 0.0).sum(-1)
-    k = min(n_candidates, n_units)
-    top = np.argpartition(-units, k - 1, axis=-1)[..., :k] if k < n_units else np.arange(n_units)[None, None]
-    top = np.broadcast_to(top, units.shape[:2] + (k,))
-    order = np.take_along_axis(top, np.argsort(-np.take_along_axis(units, top, -1), axis=-1, kind="stable"), -1)
-    candidate_probs = np.take_along_axis(units, order, axis=-1)
+    candidate_probs, order = torch.from_numpy(units).topk(min(n_candidates, n_units), dim=-1)
+    candidate_probs, order = candidate_probs.numpy(), order.numpy()
     no_word = ~tree_words.any(-1)
     return {
         "head_prob": np.where(tree_words, units[rows, cols, safe_heads], np.nan),
