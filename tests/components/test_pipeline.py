@@ -117,7 +117,9 @@ def test_greedy_decoder_gives_each_word_its_best_head(tiny_bert_dir, ud_train_do
     parser = nlp.get_pipe("pairatt_parser")
     docs = [nlp.make_doc(text) for text in TEXTS]
     docs = list(nlp.get_pipe("transformer").pipe(docs))
-    sentences, heads, *_ = parser.predict(docs)
+    chunks = parser.predict(docs)
+    sentences = [sentence for chunk in chunks for sentence in chunk.sentences]
+    heads = [row[: n_words + 1] for chunk in chunks for row, (_, _, n_words) in zip(chunk.heads, chunk.sentences)]
     assert len(sentences) == len(TEXTS)
     best = {}
     for parse in parser.model.predict(docs):
