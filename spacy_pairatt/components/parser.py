@@ -128,7 +128,9 @@ class DecodedChunk:
     whitespace: np.ndarray
     confidence: Optional[Dict[str, np.ndarray]] = None
 
-    def confidence_at(self, arc_temperature: float, label_temperature: float, n_candidates: int) -> Dict[str, np.ndarray]:
+    def confidence_at(
+        self, arc_temperature: float, label_temperature: float, n_candidates: int
+    ) -> Dict[str, np.ndarray]:
         """`decoded_tree_confidence` of these sentences at these temperatures."""
         return decoded_tree_confidence(
             self.arcs,
@@ -146,7 +148,9 @@ class DecodedChunk:
     def sentence_confidence(self, row: int, keep_matrix: bool) -> SentenceConfidence:
         """Sentence `row`'s stored confidence (words only)."""
         arrays, n = self.confidence, int(self.lengths[row]) + 1
-        matrix = root_first_to_diagonal(arrays["marginals"][row : row + 1])[0].astype("float32") if keep_matrix else None
+        matrix = (
+            root_first_to_diagonal(arrays["marginals"][row : row + 1])[0].astype("float32") if keep_matrix else None
+        )
         return SentenceConfidence(
             head_prob=arrays["head_prob"][row, 1:n],
             dep_prob=arrays["dep_prob"][row, 1:n],
@@ -272,7 +276,9 @@ class PairAttParser(PairScoringPipe):
                 array[words, 1] = label_ids[chunk.labels[row, 1 : n_words + 1]]
                 if chunk.confidence is not None:
                     store = stores.setdefault(doc_index, empty_store(doc, self.head_candidates))
-                    fill_sentence(store, start, absolute_heads, chunk.sentence_confidence(row, keep_matrix), keep_matrix)
+                    fill_sentence(
+                        store, start, absolute_heads, chunk.sentence_confidence(row, keep_matrix), keep_matrix
+                    )
         for doc_index, array in arrays.items():
             docs[doc_index].from_array([HEAD, DEP], array)
             docs[doc_index]._.pairatt_confidence = stores.get(doc_index)

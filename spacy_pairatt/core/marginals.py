@@ -271,7 +271,9 @@ def _exact_marginals(arc_weights: torch.Tensor, root_weights: torch.Tensor, leng
     return _eliminated_marginals(arc_weights, root_weights, lengths)
 
 
-def _marginals_with_log_det(batch: torch.Tensor, lengths: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _marginals_with_log_det(
+    batch: torch.Tensor, lengths: torch.Tensor
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """((B, n, n) marginals, (B,) log det K, (B,) summed row shifts): LU, then exact elimination
     for the sentences LU cannot be trusted on."""
     laplacian, arc_weights, root_weights, shifts = _shifted_laplacian(batch, lengths)

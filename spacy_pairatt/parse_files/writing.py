@@ -228,7 +228,8 @@ def sentence_comments(doc: Doc, text: str, number: int, n_sentences: int) -> Lis
     return comments
 
 
-# json.dumps(ensure_ascii=False) leaves these raw in strings; str.splitlines would break a line there.
+# json.dumps(ensure_ascii=False) leaves these raw in strings; str.splitlines would break a line there
+# (the other line breaks of LINE_BREAKS are control characters, which json.dumps escapes).
 JSON_ESCAPES = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 JSON_ESCAPE = re.compile("[\x85\u2028\u2029]")
 
@@ -256,6 +257,11 @@ def json_line(doc: Doc) -> str:
         record["sentences"] = [
             {"start": sent.start, "end": sent.end, "parse_confidence": sent._.parse_confidence} for sent in doc.sents
         ]
+    return json_record_line(record)
+
+
+def json_record_line(record: Dict) -> str:
+    """One JSON object on one line for every reader, str.splitlines included (JSON_ESCAPES)."""
     return JSON_ESCAPE.sub(lambda match: JSON_ESCAPES[match.group()], json.dumps(record, ensure_ascii=False)) + "\n"
 
 

@@ -289,6 +289,35 @@ def test_review_lists_the_least_confident_sentences_first(initialized, tmp_path)
     assert records[0]["least_sure_arc"]["head_prob"] == pytest.approx(min(t._.head_prob for t in least), abs=1e-4)
 
 
+def test_review_refuses_in_one_line_a_pipeline_without_confidence(initialized, tmp_path):
+    nlp, _ = initialized
+    source = tmp_path / "in.txt"
+    source.write_text("A short line.\n", encoding="utf8")
+    nlp.to_disk(tmp_path / "model")
+    spacy.load(tmp_path / "model", config={"components": {"pairatt_parser": {"confidence": "none"}}}).to_disk(
+        tmp_path / "quiet"
+    )
+    transition = spacy.blank("en")
+    transition.add_pipe("parser")
+    transition.initialize()
+    transition.to_disk(tmp_path / "transition")
+    for model, says in (("quiet", 'confidence = "arcs"'), ("transition", "has no pairatt_parser")):
+        result = run_cli("review", tmp_path / model, source)
+        assert result.returncode != 0 and result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr, result.stderr
+
+
+def test_review_json_keeps_every_record_on_one_line_for_splitlines(initialized, tmp_path):
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    source = tmp_path / "in.txt"
+    source.write_text("A line\u2028with\u2029odd\x85breaks\x1cand\x0bmore.\n", encoding="utf8", newline="\n")
+    result = run_cli("review", tmp_path / "model", source, "--json", "--input-format", "text")
+    assert result.returncode == 0, result.stderr
+    (record,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "\u2028" in record["text"] and "\x85" in record["text"]
+
+
 def test_calibrate_fits_stores_and_reports(initialized, tmp_path):
     nlp, _ = initialized
     nlp.to_disk(tmp_path / "model")

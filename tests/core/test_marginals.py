@@ -14,9 +14,9 @@ from spacy_pairatt.core.layout import NEG_INF
 from spacy_pairatt.core.marginals import (
     CONDITION_LIMIT,
     LOG_FLOOR,
-    _lu_marginals,
     _eliminated_log_det,
     _eliminated_marginals,
+    _lu_marginals,
     _shifted_laplacian,
     decoded_tree_confidence,
     diagonal_to_root_first,
