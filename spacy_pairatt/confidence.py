@@ -15,15 +15,20 @@ them in one Doc extension, `Doc._.pairatt_confidence` (a dict of arrays, so it t
 * `Span._.arc_marginals` (a sentence, with `confidence = "matrix"`): the (n, n) marginals in
   `tree_marginals`' layout (row the dependent, column the head, the diagonal the root).
 
-Each is None for tokens and spans the parser did not annotate, and for a Doc whose tokens changed
-after parsing (e.g. retokenized: the stored arrays no longer line up).
+Each is None for tokens and spans the parser did not annotate, for whitespace tokens (no word of
+the tree: each hangs from a neighbouring word, outside the distribution), and for a Doc whose
+tokens changed after parsing (e.g. retokenized: the store keeps a fingerprint of every token's
+text, start and whitespace, and a Doc that no longer matches it gets None, even where a merge and a
+split left its length as it was).
 """
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
+from spacy.attrs import IDX, ORTH, SPACY
 from spacy.tokens import Doc, Span, Token
 
 CONFIDENCE_LEVELS = ("none", "arcs", "matrix")
@@ -48,9 +53,17 @@ def register_confidence_extensions() -> None:
                 owner.set_extension(name, getter=getter)
 
 
-def empty_store(n_tokens: int, n_candidates: int) -> Dict[str, object]:
+def token_fingerprint(doc: Doc) -> str:
+    """What a store lines up with: every token's text (its hash), start and trailing whitespace."""
+    return hashlib.blake2b(doc.to_array([ORTH, IDX, SPACY]).tobytes(), digest_size=16).hexdigest()
+
+
+def empty_store(doc: Doc, n_candidates: int) -> Dict[str, object]:
     """A Doc's store before its sentences are filled in: NaN / -1 where nothing was parsed."""
+    n_tokens = len(doc)
     return {
+        "tokens": token_fingerprint(doc),
+        "heads": np.full(n_tokens, -1, dtype="int32"),
         "head_prob": np.full(n_tokens, np.nan, dtype="float32"),
         "dep_prob": np.full(n_tokens, np.nan, dtype="float32"),
         "candidates": np.full((n_tokens, n_candidates), -1, dtype="int32"),
@@ -64,7 +77,7 @@ def empty_store(n_tokens: int, n_candidates: int) -> Dict[str, object]:
 
 def _store(doc: Doc) -> Optional[Dict]:
     store = doc._.get(STORE)
-    if store is None or len(store["head_prob"]) != len(doc):
+    if store is None or len(store["head_prob"]) != len(doc) or store.get("tokens") != token_fingerprint(doc):
         return None
     return store
 
@@ -74,18 +87,24 @@ def _value(array: np.ndarray, index: int) -> Optional[float]:
     return None if np.isnan(value) else value
 
 
-def token_head_prob(token: Token) -> Optional[float]:
+def _arc_store(token: Token) -> Optional[Dict]:
+    """The store where it describes the token's arc as it is now (its head not moved since parsing)."""
     store = _store(token.doc)
+    return store if store is not None and store["heads"][token.i] == token.head.i else None
+
+
+def token_head_prob(token: Token) -> Optional[float]:
+    store = _arc_store(token)
     return None if store is None else _value(store["head_prob"], token.i)
 
 
 def token_dep_prob(token: Token) -> Optional[float]:
-    store = _store(token.doc)
+    store = _arc_store(token)
     return None if store is None else _value(store["dep_prob"], token.i)
 
 
 def token_head_candidates(token: Token) -> Optional[List[Tuple[int, float]]]:
-    store = _store(token.doc)
+    store = _arc_store(token)
     if store is None or np.isnan(store["head_prob"][token.i]):
         return None
     heads, probs = store["candidates"][token.i], store["candidate_probs"][token.i]
@@ -119,11 +138,13 @@ def fill_sentence(
 ) -> None:
     """Write one decoded sentence (words start..start + n) into its Doc's store.
 
-    heads: (n + 1,) decoded head units, unit 0 the root; candidates are sentence units, made
-    Doc token indices here (unit 0, the root, becomes the word's own index).
+    heads: (n,) the words' decoded heads as Doc token indices (the root its own), kept so that a
+    head moved after parsing gets no confidence; candidates are sentence units, made Doc token
+    indices here (unit 0, the root, becomes the word's own index).
     """
-    n = len(heads) - 1
+    n = len(heads)
     words = np.arange(start, start + n)
+    store["heads"][words] = heads
     store["head_prob"][words] = confidence.head_prob
     store["dep_prob"][words] = confidence.dep_prob
     k = min(store["candidates"].shape[1], confidence.candidate_units.shape[1])

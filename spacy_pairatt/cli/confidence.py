@@ -44,10 +44,12 @@ def review(args) -> None:
     from ..parse_files.files import open_input
     from ..parse_files.parsing import StopAtError, load_pipeline, parse_docs
     from ..parse_files.reading import SOURCE_KEY, read_documents
+    from ..parse_files.writing import json_record_line
 
     try:
         with open_input(args.input) as stream:
             nlp = load_pipeline(args.model)
+            check_stores_confidence(nlp, args.model)
             least_sure = []  # a heap of the `top` least confident sentences, kept as (-confidence, ...)
             sources = StopAtError(read_documents(stream, args.input_format))
             for order, doc in enumerate(parse_docs(nlp, sources, args.batch_size)):
@@ -68,10 +70,24 @@ def review(args) -> None:
     output = open(args.output, "w", encoding="utf8") if args.output else sys.stdout
     try:
         for record in records:
-            output.write(json.dumps(record, ensure_ascii=False) + "\n" if args.json else review_line(record))
+            output.write(json_record_line(record) if args.json else review_line(record))
     finally:
         if args.output:
             output.close()
+
+
+def check_stores_confidence(nlp, model) -> None:
+    """A one-line error unless a pairatt_parser of the pipeline stores confidence (what review ranks)."""
+    parsers = [(name, pipe) for name, pipe in nlp.pipeline if hasattr(pipe, "decode_chunks")]
+    if not parsers:
+        raise SystemExit(
+            f"python -m spacy_pairatt review: error: {model} has no pairatt_parser (review ranks its confidence)"
+        )
+    if all(pipe.confidence == "none" for _, pipe in parsers):
+        raise SystemExit(
+            f"python -m spacy_pairatt review: error: {model}'s {parsers[0][0]} stores no confidence "
+            f'(set confidence = "arcs" in [components.{parsers[0][0]}] of its config.cfg)'
+        )
 
 
 def review_record(doc_id: str, sent) -> dict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import numpy as np
-from spacy.attrs import DEP, HEAD
+from spacy.attrs import DEP, HEAD, IS_SPACE
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example, validate_get_examples
@@ -24,6 +24,7 @@ from ..confidence import (
     register_confidence_extensions,
 )
 from ..core.decoding import DECODERS, decode_batch
+from ..core.layout import attach_leaves
 from ..core.marginals import decoded_tree_confidence, root_first_to_diagonal
 from ..core.objectives import ARC_OBJECTIVES, allowed_labels, arc_log_scores, biaffine_loss, paper_loss
 from ..integration.pipe_setup import default_model, prepare_process
@@ -106,12 +107,15 @@ def make_pairatt_parser(
 
 @dataclass
 class DecodedChunk:
-    """One chunk of sentences as the decoder saw and left it: what confidence and calibration read.
+    """One chunk of sentences as the decoder saw and left it: what `predict` hands `set_annotations`,
+    and what confidence and calibration read.
 
     sentences: (doc index, first token, words) per row; arcs (B, N, N) arc log-scores in the
-    decoder's layout (unit 0 the root); lengths (B,) words; heads (B, N) decoded head units;
-    label_scores (B, N, K) on the decoded arcs; allowed (B, N, K) the labels the decoder could
-    choose there; labels (B, N) its choices.
+    decoder's layout (unit 0 the root), whitespace tokens already out of the tree (`attach_leaves`);
+    lengths (B,) words; heads (B, N) decoded head units; label_scores (B, N, K) on the decoded
+    arcs; allowed (B, N, K) the labels the decoder could choose there; labels (B, N) its choices;
+    whitespace (B, N) the units that are whitespace tokens; confidence: `decoded_tree_confidence`'s
+    arrays where the parser stores confidence, else None.
     """
 
     sentences: List[Tuple[int, int, int]]
@@ -121,8 +125,12 @@ class DecodedChunk:
     label_scores: np.ndarray
     allowed: np.ndarray
     labels: np.ndarray
+    whitespace: np.ndarray
+    confidence: Optional[Dict[str, np.ndarray]] = None
 
-    def confidence(self, arc_temperature: float, label_temperature: float, n_candidates: int) -> Dict[str, np.ndarray]:
+    def confidence_at(
+        self, arc_temperature: float, label_temperature: float, n_candidates: int
+    ) -> Dict[str, np.ndarray]:
         """`decoded_tree_confidence` of these sentences at these temperatures."""
         return decoded_tree_confidence(
             self.arcs,
@@ -134,6 +142,22 @@ class DecodedChunk:
             arc_temperature=arc_temperature,
             label_temperature=label_temperature,
             n_candidates=n_candidates,
+            leaves=self.whitespace,
+        )
+
+    def sentence_confidence(self, row: int, keep_matrix: bool) -> SentenceConfidence:
+        """Sentence `row`'s stored confidence (words only)."""
+        arrays, n = self.confidence, int(self.lengths[row]) + 1
+        matrix = (
+            root_first_to_diagonal(arrays["marginals"][row : row + 1])[0].astype("float32") if keep_matrix else None
+        )
+        return SentenceConfidence(
+            head_prob=arrays["head_prob"][row, 1:n],
+            dep_prob=arrays["dep_prob"][row, 1:n],
+            candidate_units=arrays["candidate_units"][row, 1:n],
+            candidate_probs=arrays["candidate_probs"][row, 1:n],
+            tree_prob=float(arrays["tree_prob"][row]),
+            matrix=None if matrix is None else matrix[: n - 1, : n - 1],
         )
 
 
@@ -191,76 +215,70 @@ class PairAttParser(PairScoringPipe):
     def mode(self) -> str:
         return self.model.get_ref("pair_scorer").attrs["mode"]
 
-    def predict(self, docs: Iterable[Doc]):
-        """Decode one tree per sentence: (sentences, heads per sentence, label ids per sentence,
-        SentenceConfidence per sentence, or None with confidence = "none")."""
+    def predict(self, docs: Iterable[Doc]) -> List[DecodedChunk]:
+        """Decode one tree per sentence, chunk by chunk, with the chunk's confidence unless confidence = "none"."""
         docs = list(docs)
         if not any(len(doc) for doc in docs):
-            return [], [], [], []
-        sentences, heads, labels, confidences = [], [], [], []
-        for chunk in self.decode_chunks(docs):
-            sentences.extend(chunk.sentences)
-            lengths = [n_words + 1 for n_words in chunk.lengths]
-            heads.extend(row[:n] for row, n in zip(chunk.heads, lengths))
-            labels.extend(row[1:n] for row, n in zip(chunk.labels, lengths))
-            confidence = None if self.confidence == "none" else self.chunk_confidence(chunk)
-            confidences.extend(self._sentence_confidences(confidence, lengths))
-        return sentences, heads, labels, confidences
+            return []
+        chunks = list(self.decode_chunks(docs))
+        if self.confidence != "none":
+            for chunk in chunks:
+                chunk.confidence = self.calibrated_confidence(chunk)
+        return chunks
 
     def decode_chunks(self, docs: List[Doc]) -> Iterator[DecodedChunk]:
-        """Score and decode the Docs' sentences chunk by chunk; labels are scored on the decoded arcs only."""
+        """Score and decode the Docs' sentences chunk by chunk; labels are scored on the decoded arcs
+        only. Whitespace tokens are no words of the tree: each hangs from the word before it (or after it)."""
         root_allowed = np.isin(self.labels, self.cfg["root_labels"])
+        is_space = np.concatenate([np.zeros(1, dtype=bool)] + [doc.to_array(IS_SPACE).astype(bool) for doc in docs])
+        doc_offsets = np.cumsum([0] + [len(doc) for doc in docs])
         for parse in self.model.predict(docs):
-            arcs = arc_log_scores(parse.scores, parse.mask, self.mode)
             lengths = np.array([n_words for _, _, n_words in parse.sentences], dtype="int64")
+            whitespace = self._whitespace_units(parse.sentences, parse.mask.shape, is_space, doc_offsets)
+            arcs = attach_leaves(arc_log_scores(parse.scores, parse.mask, self.mode), lengths, whitespace)
             heads = decode_batch(arcs, lengths, self.decoder)
             label_scores = parse.label_scores(heads)
             allowed = allowed_labels(heads, root_allowed, ~root_allowed)
             labels = np.where(allowed, label_scores, -np.inf).argmax(axis=-1)
-            yield DecodedChunk(parse.sentences, arcs, lengths, heads, label_scores, allowed, labels)
+            yield DecodedChunk(parse.sentences, arcs, lengths, heads, label_scores, allowed, labels, whitespace)
 
-    def chunk_confidence(self, chunk: DecodedChunk) -> Dict[str, np.ndarray]:
+    @staticmethod
+    def _whitespace_units(sentences, shape: Tuple[int, int], is_space: np.ndarray, doc_offsets: np.ndarray):
+        """(B, N) True for the units that are whitespace tokens; is_space: every Doc's tokens after
+        one leading False (what the units outside the sentences read)."""
+        firsts = np.array([doc_offsets[doc_index] + start for doc_index, start, _ in sentences])
+        n_words = np.array([n for _, _, n in sentences])
+        units = np.arange(shape[1])[None, :]
+        inside = (units >= 1) & (units <= n_words[:, None])
+        return is_space[np.where(inside, 1 + firsts[:, None] + units - 1, 0)]
+
+    def calibrated_confidence(self, chunk: DecodedChunk) -> Dict[str, np.ndarray]:
         """A chunk's confidence at the temperatures `calibrate` fitted (1 until then)."""
-        return chunk.confidence(
+        return chunk.confidence_at(
             self.cfg.get("arc_temperature", 1.0), self.cfg.get("label_temperature", 1.0), self.head_candidates
         )
 
-    def _sentence_confidences(self, chunk: Optional[Dict[str, np.ndarray]], lengths: List[int]):
-        """One SentenceConfidence per sentence of a chunk (words only), or None each when off."""
-        if chunk is None:
-            return [None] * len(lengths)
-        matrices = root_first_to_diagonal(chunk["marginals"]).astype("float32") if self.confidence == "matrix" else None
-        return [
-            SentenceConfidence(
-                head_prob=chunk["head_prob"][b, 1:n],
-                dep_prob=chunk["dep_prob"][b, 1:n],
-                candidate_units=chunk["candidate_units"][b, 1:n],
-                candidate_probs=chunk["candidate_probs"][b, 1:n],
-                tree_prob=float(chunk["tree_prob"][b]),
-                matrix=None if matrices is None else matrices[b, : n - 1, : n - 1],
-            )
-            for b, n in enumerate(lengths)
-        ]
-
-    def set_annotations(self, docs: Iterable[Doc], predictions) -> None:
-        """Write Token.head and Token.dep (the root's head is itself, spaCy's convention)."""
+    def set_annotations(self, docs: Iterable[Doc], chunks: List[DecodedChunk]) -> None:
+        """Write Token.head and Token.dep (the root's head is itself, spaCy's convention) and the confidence store."""
         docs = list(docs)
-        sentences, heads_per_sentence, labels_per_sentence, confidences = predictions
         label_ids = np.array([self.vocab.strings.add(label) for label in self.labels], dtype="uint64")
         arrays: Dict[int, np.ndarray] = {}
         stores: Dict[int, Dict] = {}
-        for (doc_index, start, n_words), heads, label_index, confidence in zip(
-            sentences, heads_per_sentence, labels_per_sentence, confidences
-        ):
-            doc = docs[doc_index]
-            array = arrays.setdefault(doc_index, np.zeros((len(doc), 2), dtype="uint64"))
-            words = np.arange(start, start + n_words)
-            absolute_heads = np.where(heads[1:] == 0, words, start + heads[1:] - 1)
-            array[words, 0] = (absolute_heads - words).astype("int64").astype("uint64")
-            array[words, 1] = label_ids[label_index]
-            if confidence is not None:
-                store = stores.setdefault(doc_index, empty_store(len(doc), self.head_candidates))
-                fill_sentence(store, start, heads, confidence, keep_matrix=self.confidence == "matrix")
+        keep_matrix = self.confidence == "matrix"
+        for chunk in chunks:
+            for row, (doc_index, start, n_words) in enumerate(chunk.sentences):
+                doc = docs[doc_index]
+                array = arrays.setdefault(doc_index, np.zeros((len(doc), 2), dtype="uint64"))
+                heads = chunk.heads[row, : n_words + 1]
+                words = np.arange(start, start + n_words)
+                absolute_heads = np.where(heads[1:] == 0, words, start + heads[1:] - 1)
+                array[words, 0] = (absolute_heads - words).astype("int64").astype("uint64")
+                array[words, 1] = label_ids[chunk.labels[row, 1 : n_words + 1]]
+                if chunk.confidence is not None:
+                    store = stores.setdefault(doc_index, empty_store(doc, self.head_candidates))
+                    fill_sentence(
+                        store, start, absolute_heads, chunk.sentence_confidence(row, keep_matrix), keep_matrix
+                    )
         for doc_index, array in arrays.items():
             docs[doc_index].from_array([HEAD, DEP], array)
             docs[doc_index]._.pairatt_confidence = stores.get(doc_index)

@@ -84,11 +84,6 @@ def fit_temperature(negative_log_likelihood) -> float:
     return float(np.exp(result.x))
 
 
-def chunk_confidence(chunk: GoldChunk, arc_temperature: float, label_temperature: float = 1.0) -> Dict:
-    """The chunk's confidence at these temperatures (what the parser stores)."""
-    return chunk.decoded.confidence(arc_temperature, label_temperature, n_candidates=1)
-
-
 def _words(chunk: GoldChunk) -> Tuple[np.ndarray, np.ndarray]:
     """(sentence, unit) indices of the chunk's words that have a gold head."""
     lengths = chunk.decoded.lengths
@@ -101,7 +96,7 @@ def head_nll(chunks: Sequence[GoldChunk], temperature: float) -> float:
     """Mean -log marginal of each word's gold arc."""
     total, count = 0.0, 0
     for chunk in chunks:
-        marginals = chunk_confidence(chunk, temperature)["marginals"]
+        marginals = chunk.decoded.confidence_at(temperature, 1.0, n_candidates=1)["marginals"]
         b, i = _words(chunk)
         total -= np.log(np.maximum(marginals[b, i, chunk.gold_heads[b, i]], 1e-300)).sum()
         count += len(b)
@@ -139,7 +134,8 @@ def confidence_and_correctness(chunks: Sequence[GoldChunk], arc_temperature: flo
     any wrong arc or label."""
     out = {key: [] for key in ("head_prob", "head_right", "dep_prob", "label_right", "tree_prob", "has_error")}
     for chunk in chunks:
-        decoded, confidence = chunk.decoded, chunk_confidence(chunk, arc_temperature, label_temperature)
+        decoded = chunk.decoded
+        confidence = decoded.confidence_at(arc_temperature, label_temperature, n_candidates=1)
         b, i = _words(chunk)
         head_right = decoded.heads[b, i] == chunk.gold_heads[b, i]
         out["head_prob"].append(confidence["head_prob"][b, i])

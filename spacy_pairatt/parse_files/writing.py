@@ -104,10 +104,12 @@ def conllu_blocks(doc: Doc) -> str:
             if token.i in runs:
                 run = runs[token.i]
                 tokens.append(multiword_line(run, ids[run[0].i], ids[run[-1].i], spacing.misc(run[0], run[-1])))
-            misc = word_misc(token, spacing, in_multiword_token=token.i in inside)
+            head_word = heads.get(token.i)
+            # confidence describes the token's own arc: none for a word re-hung from a whitespace token
+            written_own_arc = (token.head.i == token.i) if head_word is None else (head_word.i == token.head.i)
+            misc = word_misc(token, spacing, token.i in inside, with_confidence=written_own_arc)
             head = deprel = None
             if annotated["DEP"]:
-                head_word = heads[token.i]
                 head = 0 if head_word is None else ids[head_word.i]
                 # UD's `root` for spaCy's ROOT and for a word made the root in place of a whitespace token
                 is_root = head_word is None and (token.head.i != token.i or token.dep_ == "ROOT")
@@ -132,13 +134,15 @@ def conllu_blocks(doc: Doc) -> str:
     return "".join(blocks)
 
 
-def word_misc(token: Token, spacing: "DocSpacing", in_multiword_token: bool) -> Dict[str, str]:
+def word_misc(token: Token, spacing: "DocSpacing", in_multiword_token: bool, with_confidence: bool) -> Dict[str, str]:
     """A word's MISC: its whitespace (none inside a multiword token, whose line carries it),
-    SpacesInToken where its FORM got pictures, and the parser's confidence."""
+    SpacesInToken where its FORM got pictures, and the parser's confidence where the written head
+    is the token's own (with_confidence)."""
     misc = {} if in_multiword_token else spacing.misc(token, token)
     if conllu_form(token.text) != token.text:
         misc["SpacesInToken"] = escape_misc(token.text)
-    misc.update(confidence_misc(token))
+    if with_confidence:
+        misc.update(confidence_misc(token))
     return misc
 
 
@@ -224,7 +228,8 @@ def sentence_comments(doc: Doc, text: str, number: int, n_sentences: int) -> Lis
     return comments
 
 
-# json.dumps(ensure_ascii=False) leaves these raw in strings; str.splitlines would break a line there.
+# json.dumps(ensure_ascii=False) leaves these raw in strings; str.splitlines would break a line there
+# (the other line breaks of LINE_BREAKS are control characters, which json.dumps escapes).
 JSON_ESCAPES = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 JSON_ESCAPE = re.compile("[\x85\u2028\u2029]")
 
@@ -252,6 +257,11 @@ def json_line(doc: Doc) -> str:
         record["sentences"] = [
             {"start": sent.start, "end": sent.end, "parse_confidence": sent._.parse_confidence} for sent in doc.sents
         ]
+    return json_record_line(record)
+
+
+def json_record_line(record: Dict) -> str:
+    """One JSON object on one line for every reader, str.splitlines included (JSON_ESCAPES)."""
     return JSON_ESCAPE.sub(lambda match: JSON_ESCAPES[match.group()], json.dumps(record, ensure_ascii=False)) + "\n"
 
 

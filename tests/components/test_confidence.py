@@ -134,6 +134,83 @@ def test_a_retokenized_doc_reports_no_stale_confidence(initialized):
     assert doc[0]._.head_prob is None and doc[:]._.parse_confidence is None
 
 
+def test_a_merge_and_a_split_that_keep_the_length_report_no_stale_confidence(initialized):
+    """The store keys on the tokens (text, start, whitespace), not on the Doc's length."""
+    nlp, _ = initialized
+    doc = nlp(TEXTS[0])
+    length = len(doc)
+    with doc.retokenize() as retokenizer:
+        retokenizer.merge(doc[0:2])
+        retokenizer.split(doc[8], ["do", "g"], heads=[(doc[8], 1), doc[7]])
+    assert len(doc) == length
+    assert all(t._.head_prob is None and t._.dep_prob is None and t._.head_candidates is None for t in doc)
+    assert all(sent._.parse_confidence is None for sent in doc.sents)
+    again = nlp(TEXTS[0])
+    again[3].head = again[1]  # a head moved after parsing: its old arc's confidence is not the new arc's
+    assert again[3]._.head_prob is None and again[3]._.head_candidates is None and again[2]._.head_prob is not None
+
+
+WHITESPACE_TEXT = "in  a the in"  # tokens: in, " ", a, the, in
+
+
+def test_whitespace_tokens_stay_out_of_the_tree_and_every_arc_has_its_own_marginal(initialized):
+    nlp, _ = initialized
+    parser = nlp.get_pipe("pairatt_parser")
+    parser.confidence = "matrix"
+    try:
+        doc = nlp(WHITESPACE_TEXT)
+    finally:
+        parser.confidence = "arcs"
+    assert [t.is_space for t in doc] == [False, True, False, False, False]
+    space = doc[1]
+    assert space._.head_prob is None and space._.dep_prob is None and space._.head_candidates is None
+    assert space.head.i == 0  # hung from the word before it
+    words = [t for t in doc if not t.is_space]
+    assert all(not t.head.is_space for t in words)
+    (sent,) = doc.sents
+    marginals = sent._.arc_marginals
+    assert marginals[:, 1][[0, 2, 3, 4]].sum() == 0  # no word may take the whitespace token as head
+    for token in words:
+        assert token._.head_prob == pytest.approx(float(marginals[token.i, token.head.i]), abs=1e-6)
+    tree = np.prod([float(marginals[t.i, t.head.i]) for t in words])  # one sentence: no tree beats its arcs
+    assert 0 < sent._.parse_confidence <= min(tree ** (1 / len(words)), 1.0)
+
+
+def test_parse_writes_each_words_own_arc_confidence_beside_whitespace(initialized, tmp_path):
+    """The issue's reproducer: `printf 'in  a the in\n' | parse MODEL -` wrote word 4 as `0 root` with
+    the HeadProb of its arc to the whitespace token."""
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    result = subprocess.run(
+        [sys.executable, "-m", "spacy_pairatt", "parse", tmp_path / "model", "-", "--no-progress"],
+        input=WHITESPACE_TEXT + "\n",
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("\t") for line in result.stdout.splitlines() if line and not line.startswith("#")]
+    expected = [t for t in nlp(WHITESPACE_TEXT) if not t.is_space]
+    assert [row[1] for row in rows] == [t.text for t in expected]
+    word_ids = {t.i: k for k, t in enumerate(expected, 1)}
+    assert [int(row[6]) for row in rows] == [0 if t.head.i == t.i else word_ids[t.head.i] for t in expected]
+    misc = [dict(item.split("=", 1) for item in row[9].split("|") if "=" in item) for row in rows]
+    assert [float(m["HeadProb"]) for m in misc] == pytest.approx([t._.head_prob for t in expected], abs=1e-4)
+
+
+def test_a_word_rehung_from_a_whitespace_token_is_written_without_confidence(initialized):
+    from spacy_pairatt.parse_files.reading import SOURCE_KEY
+    from spacy_pairatt.parse_files.writing import conllu_blocks
+
+    nlp, _ = initialized
+    doc = nlp(WHITESPACE_TEXT)
+    doc[4].head = doc[1]  # as another parser might leave it: a word under the whitespace token
+    doc.user_data[SOURCE_KEY] = {"id": "1", "comments": []}
+    rows = [line.split("\t") for line in conllu_blocks(doc).splitlines() if line and not line.startswith("#")]
+    assert "HeadProb" not in rows[3][9]  # word 4, re-hung from the whitespace token
+    assert all("HeadProb" in row[9] for row in rows[:3])
+
+
 def test_settings_are_checked_and_a_pipeline_saved_before_them_loads(initialized, tiny_bert_dir, tmp_path):
     with pytest.raises(ValueError, match="confidence"):
         make_pipeline(tiny_bert_dir, {"confidence": "all"})
@@ -210,6 +287,35 @@ def test_review_lists_the_least_confident_sentences_first(initialized, tmp_path)
     least = min((sent for doc in parsed for sent in doc.sents), key=lambda sent: sent._.parse_confidence)
     assert records[0]["text"] == least.text
     assert records[0]["least_sure_arc"]["head_prob"] == pytest.approx(min(t._.head_prob for t in least), abs=1e-4)
+
+
+def test_review_refuses_in_one_line_a_pipeline_without_confidence(initialized, tmp_path):
+    nlp, _ = initialized
+    source = tmp_path / "in.txt"
+    source.write_text("A short line.\n", encoding="utf8")
+    nlp.to_disk(tmp_path / "model")
+    spacy.load(tmp_path / "model", config={"components": {"pairatt_parser": {"confidence": "none"}}}).to_disk(
+        tmp_path / "quiet"
+    )
+    transition = spacy.blank("en")
+    transition.add_pipe("parser")
+    transition.initialize()
+    transition.to_disk(tmp_path / "transition")
+    for model, says in (("quiet", 'confidence = "arcs"'), ("transition", "has no pairatt_parser")):
+        result = run_cli("review", tmp_path / model, source)
+        assert result.returncode != 0 and result.stdout == ""
+        assert len(result.stderr.strip().splitlines()) == 1 and says in result.stderr, result.stderr
+
+
+def test_review_json_keeps_every_record_on_one_line_for_splitlines(initialized, tmp_path):
+    nlp, _ = initialized
+    nlp.to_disk(tmp_path / "model")
+    source = tmp_path / "in.txt"
+    source.write_text("A line\u2028with\u2029odd\x85breaks\x1cand\x0bmore.\n", encoding="utf8", newline="\n")
+    result = run_cli("review", tmp_path / "model", source, "--json", "--input-format", "text")
+    assert result.returncode == 0, result.stderr
+    (record,) = [json.loads(line) for line in result.stdout.splitlines()]
+    assert "\u2028" in record["text"] and "\x85" in record["text"]
 
 
 def test_calibrate_fits_stores_and_reports(initialized, tmp_path):

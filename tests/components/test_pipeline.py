@@ -117,13 +117,23 @@ def test_greedy_decoder_gives_each_word_its_best_head(tiny_bert_dir, ud_train_do
     parser = nlp.get_pipe("pairatt_parser")
     docs = [nlp.make_doc(text) for text in TEXTS]
     docs = list(nlp.get_pipe("transformer").pipe(docs))
-    sentences, heads, *_ = parser.predict(docs)
+    chunks = parser.predict(docs)
+    sentences = [sentence for chunk in chunks for sentence in chunk.sentences]
+    heads = [row[: n_words + 1] for chunk in chunks for row, (_, _, n_words) in zip(chunk.heads, chunk.sentences)]
     assert len(sentences) == len(TEXTS)
     best = {}
     for parse in parser.model.predict(docs):
         arcs = arc_log_scores(parse.scores, parse.mask, "paper")
         for b, (doc_index, start, n_words) in enumerate(parse.sentences):
-            best[(doc_index, start, n_words)] = arcs[b, 1 : n_words + 1, : n_words + 1].argmax(axis=1)
+            units = arcs[b, 1 : n_words + 1, : n_words + 1].copy()
+            space = np.array([False] + [t.is_space for t in docs[doc_index][start : start + n_words]])
+            units[:, space] = -np.inf  # whitespace tokens head no word (and hang from the word before them)
+            word_units = [u for u in range(1, n_words + 1) if not space[u]]
+            beside = [
+                max([u for u in word_units if u < unit] or [min(u for u in word_units if u > unit)])
+                for unit in range(1, n_words + 1)
+            ]
+            best[(doc_index, start, n_words)] = np.where(space[1:], beside, units.argmax(axis=1))
     for sentence, sentence_heads in zip(sentences, heads):
         assert sentence_heads[1:].tolist() == best[sentence].tolist()
     with pytest.raises(ValueError, match="decoder"):

@@ -12,8 +12,11 @@ from scipy.special import logsumexp
 from spacy_pairatt import tree_marginals
 from spacy_pairatt.core.layout import NEG_INF
 from spacy_pairatt.core.marginals import (
+    CONDITION_LIMIT,
+    LOG_FLOOR,
     _eliminated_log_det,
-    _exact_marginals_with_log_det,
+    _eliminated_marginals,
+    _lu_marginals,
     _shifted_laplacian,
     decoded_tree_confidence,
     diagonal_to_root_first,
@@ -227,7 +230,7 @@ def test_exact_elimination_equals_lu_on_a_padded_batch_and_passes_gradcheck():
     laplacian, arc_weights, root_weights, _ = _shifted_laplacian(scores, lengths)
     log_det = _eliminated_log_det(arc_weights, root_weights, lengths)
     np.testing.assert_allclose(log_det.numpy(), torch.linalg.slogdet(laplacian)[1].numpy(), atol=1e-12)
-    exact, _ = _exact_marginals_with_log_det(arc_weights, root_weights, lengths)
+    exact, _ = _eliminated_marginals(arc_weights, root_weights, lengths)
     np.testing.assert_allclose(exact.numpy(), tree_marginals(scores.numpy(), lengths=lengths.numpy()), atol=1e-12)
     spread = torch.tensor(np.random.default_rng(285).normal(size=(4, 4)) * 30.0, requires_grad=True)  # exact path
     assert torch.autograd.gradcheck(tree_marginals, (spread,), eps=1e-6, atol=1e-5)
@@ -235,24 +238,22 @@ def test_exact_elimination_equals_lu_on_a_padded_batch_and_passes_gradcheck():
     np.testing.assert_allclose(gradient.numpy(), brute_force(spread.detach().numpy())[0], atol=1e-9)
 
 
-def test_a_sentence_torch_cannot_factor_is_computed_exactly(monkeypatch):
-    """torch's LU can raise instead of reporting a singular matrix: the batch is then inverted
-    sentence by sentence, and one that still fails is computed by exact elimination, not dropped."""
-    real_inverse = torch.linalg.inv_ex
-    single_calls = []
+def test_a_sentence_lu_finds_singular_is_computed_exactly(monkeypatch):
+    """A zero pivot in the batched LU (info != 0) sends that sentence to exact elimination; the
+    others keep LU's answer and nothing divides by the zero pivot."""
+    real_factor = torch.linalg.lu_factor_ex
 
-    def inverse_failing_on_batches_and_the_second_sentence(matrix):
-        if matrix.dim() == 2:
-            single_calls.append(1)
-        if matrix.dim() == 3 or len(single_calls) == 2:
-            raise RuntimeError("Pivots given to lu_solve must all be greater or equal to 1")
-        return real_inverse(matrix)
+    def factor_reporting_the_second_sentence_singular(matrix):
+        factors, pivots, info = real_factor(matrix)
+        return factors, pivots, info.index_fill(0, torch.tensor([1]), 1)
 
-    monkeypatch.setattr(torch.linalg, "inv_ex", inverse_failing_on_batches_and_the_second_sentence)
-    scores = np.random.default_rng(9).normal(size=(2, 4, 4))
-    marginals = tree_marginals(scores)
-    for sentence in range(2):
-        np.testing.assert_allclose(marginals[sentence], brute_force(scores[sentence])[0], atol=1e-9)
+    monkeypatch.setattr(torch.linalg, "lu_factor_ex", factor_reporting_the_second_sentence_singular)
+    scores = np.random.default_rng(9).normal(size=(3, 4, 4))
+    marginals, log_z = tree_marginals_with_log_partition(scores)
+    for sentence in range(3):
+        expected, expected_log_z = brute_force(scores[sentence])
+        np.testing.assert_allclose(marginals[sentence].numpy(), expected, atol=1e-9)
+        assert float(log_z[sentence]) == pytest.approx(expected_log_z, abs=1e-9)
 
 
 def test_no_tree_with_weight_gives_nan_not_a_guess():
@@ -260,3 +261,79 @@ def test_no_tree_with_weight_gives_nan_not_a_guess():
     np.fill_diagonal(scores, -np.inf)  # every word has a head but none may be the root
     assert np.isnan(tree_marginals(scores)).all()
     assert np.isnan(tree_marginals_with_log_partition(scores)[1]).all()
+
+
+@pytest.mark.parametrize("gap", [356.0, 420.0, 498.0])
+def test_trees_that_need_an_arc_far_below_its_rows_best_are_exact(gap):
+    """Every tree needs a root arc `gap` nats below its row's best (the words prefer each other):
+    a pivot near e^-gap, whose square the gradient through elimination overflowed to NaN past 354."""
+    rng = np.random.default_rng(int(gap))
+    for n in (2, 3, 5):
+        scores = rng.normal(size=(n, n))
+        np.fill_diagonal(scores, -gap + rng.normal(size=n))
+        expected, expected_log_z = brute_force(np.maximum(scores, scores.max(axis=1, keepdims=True) - LOG_FLOOR))
+        marginals, log_z = tree_marginals_with_log_partition(scores)
+        np.testing.assert_allclose(marginals[0].numpy(), expected, atol=1e-10)
+        assert float(log_z[0]) == pytest.approx(expected_log_z, rel=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 6), seed=st.integers(0, 10_000), scale=st.sampled_from([100.0, 200.0, 400.0]))
+def test_scores_spread_over_hundreds_of_nats_equal_brute_force_of_the_floored_scores(n, seed, scale):
+    scores = np.random.default_rng(seed).normal(size=(n, n)) * scale
+    floored = np.maximum(scores, scores.max(axis=1, keepdims=True) - LOG_FLOOR)
+    expected, expected_log_z = brute_force(floored)
+    marginals, log_z = tree_marginals_with_log_partition(scores)
+    np.testing.assert_allclose(marginals[0].numpy(), expected, atol=1e-9)
+    assert float(log_z[0]) == pytest.approx(expected_log_z, rel=1e-10)
+
+
+def test_huge_equal_scores_give_uniform_marginals_and_an_infinite_log_z():
+    marginals, log_z = tree_marginals_with_log_partition(np.full((20, 20), 1e307))
+    np.testing.assert_allclose(marginals[0].numpy(), 1 / 20, rtol=1e-9)  # every arc, and the root, alike
+    assert float(log_z[0]) == float("inf")  # 20 x 1e307 is over float64's largest
+
+
+def test_empty_input_gives_empty_marginals_and_log_z_zero():
+    assert tree_marginals(np.zeros((0, 0))).shape == (0, 0)
+    assert float(log_partition(np.zeros((0, 0)))) == 0.0
+    assert tree_marginals(np.zeros((3, 0, 0))).shape == (3, 0, 0)
+    assert log_partition(np.zeros((0, 4, 4))).shape == (0,)
+    scores = np.random.default_rng(10).normal(size=(2, 3, 3))
+    marginals = tree_marginals(scores, lengths=[0, 3])
+    assert not marginals[0].any()
+    np.testing.assert_allclose(marginals[1], brute_force(scores[1])[0], atol=1e-9)
+    assert log_partition(scores, lengths=[0, 3])[0] == 0.0
+
+
+def ill_conditioned(n: int) -> np.ndarray:
+    """Two halves of a sentence tied to each other only by arcs e^-60 below their own."""
+    scores = np.random.default_rng(n).normal(size=(n, n))
+    half = np.arange(n) >= n // 2
+    scores[half[:, None] != half[None, :]] -= 60.0
+    np.fill_diagonal(scores, -60.0)
+    scores[0, 0] = 0.0
+    return scores
+
+
+def test_the_exact_path_keeps_no_graph_and_its_gradients_are_right():
+    """The elimination's marginals come from a hand-written reverse pass: no autograd graph in the
+    forward pass (the old graph was O(n^3)), only one node for the whole elimination."""
+    scores = ill_conditioned(40)
+    laplacian, arc_weights, root_weights, _ = _shifted_laplacian(torch.tensor(scores)[None], torch.tensor([40]))
+    assert not _lu_marginals(laplacian, arc_weights, root_weights, CONDITION_LIMIT)[2].any()  # the exact path
+    marginals = tree_marginals(scores)
+    np.testing.assert_allclose(marginals.sum(axis=1), 1.0, atol=1e-12)
+    assert marginals[20:, :20].sum() == pytest.approx(1.0, abs=1e-9)  # one arc joins the halves
+    tensor = torch.tensor(scores, requires_grad=True)
+    nodes, seen, stack = 0, set(), [tree_marginals(tensor).grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        nodes += 1
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    assert nodes < 60  # the old graph: several nodes per eliminated word
+    (gradient,) = torch.autograd.grad(log_partition(tensor), tensor)
+    np.testing.assert_allclose(gradient.numpy(), marginals, atol=1e-12)

@@ -180,7 +180,9 @@ def test_json_output_has_the_conllu_parses(model_dir, text_file, tmp_path):
     ]
     confidence = {"head_prob", "dep_prob", "head_candidates"}  # the parser stores its confidence by default
     assert set(records[0]["tokens"][0]) == {"i", "text", "head", "dep", "is_sent_start"} | confidence
-    assert all(0 < token["head_prob"] <= 1 for record in records for token in record["tokens"])
+    tokens = [token for record in records for token in record["tokens"]]
+    assert all(0 < token["head_prob"] <= 1 for token in tokens if token["text"].strip())
+    assert all(token["head_prob"] is None for token in tokens if not token["text"].strip())  # whitespace: no word
 
 
 def test_two_processes_give_the_same_output(model_dir, dev_file, tmp_path):
