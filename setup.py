@@ -103,6 +103,9 @@ setup(
         "spacy_span_getters": [
             "spacy-pairatt.sent_windows.v1 = spacy_pairatt.integration.span_getters:make_sent_windows",
         ],
+        "thinc_schedules": [
+            "spacy-pairatt.warmup_linear.v1 = spacy_pairatt.training.schedules:make_warmup_linear",
+        ],
         "spacy_tokenizers": [
             "spacy-pairatt.ud_english_tokenizer.v1 = spacy_pairatt.components.tokenizer:make_ud_english_tokenizer",
         ],

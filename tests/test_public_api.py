@@ -107,3 +107,31 @@ def test_a_config_naming_the_old_scorer_section_still_builds_with_a_warning():
     with pytest.warns(DeprecationWarning, match=r"\[model.scorer\].*\[model.pair_scorer\]"):
         pipe = nlp.add_pipe("pairatt_rel", config={"model": old_model})
     assert pipe.model.get_ref("pair_scorer").attrs["hidden_width"] == 8
+
+
+SAVE_WITH_CONFIDENCE = """
+import sys
+import spacy_pairatt
+import spacy
+from spacy.tokens import DocBin
+doc = spacy.blank("en")("A saved doc .")
+doc._.pairatt_confidence = {"written": "before"}
+DocBin(docs=[doc], store_user_data=True).to_disk(sys.argv[1])
+"""
+READ_IN_A_FRESH_PROCESS = """
+import sys
+import spacy_pairatt
+from spacy.tokens import DocBin
+from spacy.vocab import Vocab
+doc = next(DocBin().from_disk(sys.argv[1]).get_docs(Vocab()))
+print(doc._.pairatt_confidence)
+"""
+
+
+def test_docs_saved_with_confidence_read_back_in_a_fresh_process_that_imported_the_package(tmp_path):
+    """No pipeline loaded: `import spacy_pairatt` registers the extensions once spaCy is imported."""
+    path = str(tmp_path / "docs.spacy")
+    subprocess.run([sys.executable, "-c", SAVE_WITH_CONFIDENCE, path], check=True, capture_output=True)
+    read = subprocess.run([sys.executable, "-c", READ_IN_A_FRESH_PROCESS, path], capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr[-500:]
+    assert read.stdout.strip() == "{'written': 'before'}"

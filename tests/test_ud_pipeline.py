@@ -14,6 +14,7 @@ import spacy
 import torch
 from spacy import displacy
 from spacy.tokens import DocBin
+from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 from docs_build.limits import model_card_notes
@@ -262,3 +263,18 @@ def test_evaluate_without_components_times_the_parser_on_the_same_weights(traine
     assert parser_only["scores"]["dep_las"] == whole["scores"]["dep_las"]
     with pytest.raises(ValueError, match="no component 'parser' to leave out"):
         evaluate_pipeline(str(trained_model), str(dev), "gold", without=["parser"])
+
+
+def test_a_ud_pipeline_built_from_its_config_and_initialised_in_python_pickles(tiny_bert_dir, ewt_block):
+    """Its optimizer's learning-rate schedule was a generator ("cannot pickle 'generator' object")."""
+    import pickle
+
+    config = spacy.util.load_config(REPO / "configs" / "pipeline_minilm.cfg")
+    config["components"]["transformer"]["model"]["name"] = tiny_bert_dir
+    config["components"]["trainable_lemmatizer"]["min_tree_freq"] = 1
+    config["initialize"]["before_init"] = None
+    nlp = spacy.util.load_model_from_config(config, auto_fill=True, validate=True)
+    docs = list(conllu_to_docs(ewt_block.read_text(encoding="utf8"), n_sents=10, no_print=True))
+    nlp.initialize(lambda: [Example(nlp.make_doc(doc.text), doc) for doc in docs])
+    copy = pickle.loads(pickle.dumps(nlp))
+    assert copy.pipe_names == nlp.pipe_names and len(copy("A test of the copy .")) == 6
