@@ -12,7 +12,6 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
 from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
-from spacy_pairatt.study.attention_curve_table import interval_span, sentences
 
 from .plan import BLOCKS
 from .results import MissingFigure, Results, Sources, speed_days_note
@@ -149,14 +148,6 @@ def relations_block(results: Results, block) -> str:
     return relations_table(rows) + "\n" + PROSE("feature-gaps", gaps=gaps) + "\n\n"
 
 
-def bench_sections(results: Results, block) -> str:
-    """Sections of results/bench.md, one heading level down: for each (function of bench/table.py, results file)
-    whose file is there, what the function writes of it."""
-    found = [(name, results.json(path)) for name, path, _ in block.files["sections"]]
-    sections = (getattr(bench_module("table"), name)(data) for name, data in found if data)
-    return paragraphs(*("\n".join("#" + line if line.startswith("## ") else line for line in s) for s in sections))
-
-
 def training_cost_block(results: Results, block) -> str:
     """Steps, wall and CPU time and peak RSS of training each parser `compare` trains, and the bar on the first."""
     runs = [training_cost(results, path, what=what) for what, path, _ in block.files["rows"] if results.json(path)]
@@ -211,26 +202,22 @@ def ablation_files(results: Results, block) -> Sources:
     ]
 
 
-def ablation_block(results: Results, block) -> str:
-    """Table 1 on both datasets, the orderings and the spread over seeds."""
-    from spacy_pairatt.study.ablation import DATASETS
-    from spacy_pairatt.study.ablation_table import dataset_markdown, seed_spread_markdown, verdict_text
+def markdown_part(results: Results, block) -> str:
+    """The part of the markdown file its command writes (plan: "markdown") from the line that starts with "from"
+    to the one before the line that starts with "to" (each optional), its headings one level down: the docs show
+    the figures as the command printed them."""
+    lines = (results.root / block["markdown"]).read_text(encoding="utf8").splitlines()
+    start, end = (line_index(lines, block.entry.get(key), block["markdown"]) for key in ("from", "to"))
+    part = ("#" + line if line.startswith("#") else line for line in lines[start or 0 : end])
+    return "\n".join(part).strip() + "\n\n"
 
-    found, parts, names = block.json(results, "table"), [], [dataset.key for dataset in DATASETS]
-    for dataset in DATASETS:
-        parts.append(f"### {found['datasets'][dataset.key]['name']} (test {', '.join(dataset.metrics).upper()})\n")
-        parts.append(dataset_markdown(dataset, found["datasets"][dataset.key]["rows"]))
-    rows = [
-        (entry["claim"], entry["comparison"], metric.upper(),
-         *(verdict_text(entry[name][metric]) if metric in entry[name] else "–" for name in ("paper", *names)))
-        for entry in found["orderings"]
-        for metric in ("uas", "las")
-    ]  # fmt: skip
-    parts.append(PROSE("orderings") + "\n")
-    parts.append(table(("claim", "comparison", "metric", "paper", *names), rows) + "\n")
-    if found.get("seed_spread"):
-        parts.append(seed_spread_markdown(found["seed_spread"]).replace("## ", "### ", 1))
-    return "\n".join(parts) + "\n"
+
+def line_index(lines: Sequence[str], start: Optional[str], path: str) -> Optional[int]:
+    """The index of the first line that starts with `start` (None for no `start`)."""
+    found = [i for i, line in enumerate(lines) if start is not None and line.startswith(start)]
+    if start is not None and not found:
+        raise ValueError(f"{path} has no line {start!r}: re-run the command that makes it")
+    return found[0] if found else None
 
 
 def ablation_cost_block(results: Results, block) -> str:
@@ -403,12 +390,10 @@ def tokenizer_effect_block(results: Results, block) -> str:
     return table(("tokenizer", *TOKENIZER_EFFECT_METRICS), rows) + "\n\n"
 
 
-CURVE_PROSE = Prose("curve_blocks.md")  # the attention curve's blocks (docs/attention_curve.md, README.md)
+CURVE_PROSE = Prose("curve_blocks.md")  # the attention curve's summary (README.md)
 CURVE_JSON, RUNS_DIR = BLOCKS["attention-curve"].path("table"), BLOCKS["attention-curve"]["runs"]
-# The comparisons the blocks show (better, worse): what attention adds, as a feature and fine-tuned through,
-# and what fine-tuning through it adds to the feature alone.
-SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
-ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against emb, the row without attention
+# The comparisons the summary shows (better, worse): what attention adds, as a feature and fine-tuned through.
+ATTENTION_GAINS = (("att", "emb"), ("ftatt", "emb"))
 GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
 
 
@@ -418,88 +403,27 @@ def curve_sources(results: Results, block=None) -> Sources:
     return [(CURVE_JSON, "parser")] + [(f"{RUNS_DIR}/{run['run_id']}.json", run["task"]) for run in runs]
 
 
-def shown_entries(found: Dict, domain: str = "ewt", metric: str = "las") -> List[Dict]:
-    """The table's comparisons of SHOWN on one test set and metric, by size, then comparison."""
-    order = {pair: i for i, pair in enumerate(SHOWN)}
-    entries = [
-        e for e in found["comparisons"]
-        if (e["better"], e["worse"]) in order and (e["domain"], e["metric"]) == (domain, metric)
-    ]  # fmt: skip
-    return sorted(entries, key=lambda e: (e["dataset"], e["n_train"], order[(e["better"], e["worse"])]))
-
-
 def comparison_entries(entries: Sequence[Dict], better: str, worse: str) -> List[Dict]:
-    """The entries of one comparison (row `better` minus row `worse`), in their order."""
-    return [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
+    """The EWT test LAS entries of one comparison (row `better` minus row `worse`), by training size."""
+    mine = [e for e in entries if (e["better"], e["worse"], e["domain"], e["metric"]) == (better, worse, "ewt", "las")]
+    return sorted(mine, key=lambda e: (e["dataset"], e["n_train"]))
 
 
-def curve_row(entry: Dict, runs: Dict[str, Dict]) -> Dict:
-    """An entry's row of the table, with the steps its runs trained (one figure when the budget gave them all the
-    same) and `dev`, the mean over its seeds of the better row's dev LAS (spaCy's, of model-best) minus the
-    worse's."""
-    pairs = [
-        [runs[f"{entry['dataset']}_{entry['size']}_s{seed}_{row}"] for row in (entry["better"], entry["worse"])]
-        for seed in entry["seeds"]
-    ]
-    steps = ", ".join(map(str, sorted({run["steps"] for pair in pairs for run in pair})))
-    dev = sum(better["dev"]["las"] - worse["dev"]["las"] for better, worse in pairs) / len(pairs)
-    test_by_seed = ", ".join(f"{seed}: {gain:+.2f}" for seed, gain in zip(entry["seeds"], entry["by_seed"]))
-    return {
-        **entry, "sentences": sentences(entry["n_train"], entry["size"]), "steps": steps, "dev": dev,
-        "seed_count": len(entry["seeds"]), "test_by_seed": test_by_seed, "interval": interval_span(entry),
-    }  # fmt: skip
-
-
-def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
-    """Whether the study's target is reached anywhere (only ATTENTION_GAINS count), else the largest pooled
-    gain of each comparison."""
-    entries = [e for e in entries if (e["better"], e["worse"]) in ATTENTION_GAINS]
-    reached = [e for e in entries if e.get("at_least_one_point")]
+def goal_text(entries: Sequence[Dict]) -> str:
+    """Whether the study's target is reached anywhere (only ATTENTION_GAINS count)."""
+    reached = [e for pair in ATTENTION_GAINS for e in comparison_entries(entries, *pair) if e.get("at_least_one_point")]
     if reached:
         where = ", ".join(f"{e['comparison']} at {e['n_train']:,} sentences ({e['pooled']:+.2f})" for e in reached)
         return CURVE_PROSE("goal-reached", goal=GOAL, where=where)
-    tops = [
-        max(mine, key=lambda e: e["pooled"]) for pair in ATTENTION_GAINS if (mine := comparison_entries(entries, *pair))
-    ]
-    best = "; ".join(
-        f"{e['comparison']} {e['pooled']:+.2f} at {e['n_train']:,} sentences ({e['verdict']})" for e in tops
-    )
-    largest = CURVE_PROSE("largest-gains", gains=best) if tops and not compact else ""
-    return CURVE_PROSE("goal-not-reached", goal=GOAL, largest=largest)
-
-
-def attention_curve_block(results: Results, block) -> str:
-    """What attention adds by training size, the target, the PTB sample's and SemEval's figures."""
-    found = results.json(CURVE_JSON)
-    runs, entries = {run["run_id"]: run for run in found["runs"]}, shown_entries(found)
-    ptb = [p["mean"] for p in found["curve"] if (p["domain"], p["metric"]) == ("ptb", "uas")]
-    ptb_gains = "; ".join(
-        f"{e['n_train']:,} {e['pooled']:+.2f} ({e['verdict']})"
-        for e in shown_entries(found, "ptb", "uas")
-        if e["better"] == "att"
-    )
-    relations = "; ".join(
-        CURVE_PROSE(
-            "relations-gain", run=run, gain=run["att_minus_emb"], sentences=sentences(run["n_train"], run["size"])
-        )
-        for run in found["relations"]
-    )
-    return paragraphs(
-        CURVE_PROSE("budget", budget=found["budget"]["parser"]["rule"]),
-        CURVE_PROSE("header"),
-        CURVE_PROSE.table("curve", [curve_row(entry, runs) for entry in entries]),
-        goal_text(entries),
-        ptb and CURVE_PROSE("ptb", low=min(ptb), high=max(ptb), gains=ptb_gains),
-        relations and CURVE_PROSE("relations", gains=relations),
-        CURVE_PROSE("from", curve=CURVE_JSON, runs=RUNS_DIR),
-    )
+    return CURVE_PROSE("goal-not-reached", goal=GOAL)
 
 
 def attention_curve_summary_block(results: Results, block) -> str:
-    """The README's version: pooled gains and verdicts in one paragraph, and the target."""
-    entries, gains = shown_entries(results.json(CURVE_JSON)), []
-    for better, worse in ATTENTION_GAINS:
-        mine = comparison_entries(entries, better, worse)
+    """The README's version of results/attention_curve.md: pooled gains and verdicts in one paragraph, and the
+    target."""
+    entries, gains = results.json(CURVE_JSON)["comparisons"], []
+    for pair in ATTENTION_GAINS:
+        mine = comparison_entries(entries, *pair)
         sizes = ", ".join(f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" for e in mine)
         gains += [f"{mine[0]['comparison']}: {sizes}"] if mine else []
-    return paragraphs(CURVE_PROSE("summary", gains="; ".join(gains), goal=goal_text(entries, compact=True)))
+    return paragraphs(CURVE_PROSE("summary", gains="; ".join(gains), goal=goal_text(entries)))
