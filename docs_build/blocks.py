@@ -11,7 +11,7 @@ from string import Formatter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
-from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
+from spacy_pairatt.reports import relations_table, results_table
 
 from .plan import BLOCKS
 from .results import MissingFigure, Results, Sources, speed_days_note
@@ -134,10 +134,6 @@ def evaluation_table(results: Results, block) -> str:
     return results_table(rows) + "\n" + speed_days_note(results, block.sources(results))
 
 
-def tokenizer_block(results: Results, block) -> str:
-    return tokenizer_tables(block.json(results, "tokenizer")) + "\n"
-
-
 def relations_block(results: Results, block) -> str:
     """SemEval and Re-DocRED tables, and what attention features add, in points from exact scores."""
     rows = [("pairatt_rel", results.json(path)) for path, _ in block.files["rows"]]
@@ -232,16 +228,6 @@ def ablation_cost_block(results: Results, block) -> str:
     return PROSE("ablation-cost", datasets=" and ".join(parts), seconds=total) + "\n\n"
 
 
-def probe_block(results: Results, block) -> str:
-    """The probe's UAS and importance summary."""
-    probe = block.json(results, "probe")
-    both = probe["probes"]["both"]["importance"]
-    top = both["top_attention"][0] if both["top_attention"] else None
-    uas = ", ".join(f"{name} {percent(p['uas'])}" for name, p in probe["probes"].items())
-    first = PROSE("probe-first", top=top) if top else "."
-    return PROSE("probe", data=probe["data"], uas=uas, both=both, first=first) + "\n\n"
-
-
 def calibration_block(results: Results, block) -> str:
     """ECE and error recall on dev and test, before and after the temperatures fitted on dev (`calibrate`)."""
     report = block.json(results, "report")
@@ -271,14 +257,6 @@ def encoder_sources(results: Results, block) -> Sources:
         if path not in row["missing"]
     ]
     return [(block.path("table"), "parser"), *found]
-
-
-def encoders_block(results: Results, block) -> str:
-    from spacy_pairatt.study.encoders_table import encoders_markdown
-
-    found = block.json(results, "table")
-    speed = [(path, kind) for path, kind in encoder_sources(results, block) if kind == "bench"]
-    return encoders_markdown(found) + "\n\n" + speed_days_note(results, speed)
 
 
 def requirements_block(results: Results, block) -> str:
