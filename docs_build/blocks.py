@@ -172,23 +172,6 @@ def gpu_block(results: Results, block) -> str:
     )
 
 
-def width_sweep_block(results: Results, block) -> str:
-    """bench/sweep.py over the scorer's widths: EWT dev at every evaluation, and each narrower pair against
-    the config's own."""
-    record, sweep = block.json(results, "sweep"), bench_module("sweep")
-    lines = sweep.markdown(record).splitlines()[2:]  # without its heading
-    # Its settings in the config as it is now: the pair scorer was `model.scorer` before a rename.
-    settings = [key.replace(".model.scorer.", ".model.pair_scorer.") for key in record["settings"]]
-    own = ",".join(str(config_value(results.root, record["config"], key)) for key in settings)
-    names = " / ".join(sweep.short_name(setting) for setting in record["settings"])
-    best = {run["value"]: run["best"] for run in record["runs"]}
-    for value in [value for value in best if value != own] if own in best else []:
-        uas, las = (best[value][score] - best[own][score] for score in ("dep_uas", "dep_las"))
-        lines.append("\n" + PROSE("width-against", names=names, value=value, own=own, uas=uas, las=las))
-    commands = "; ".join(f"`{command}`" for command in record["commands"].values())
-    return "\n".join(lines + ["\n" + PROSE("width-device", record=record, commands=commands)]) + "\n\n"
-
-
 def ablation_files(results: Results, block) -> Sources:
     """(path, result kind) of the files matching the block's pattern in each of its folders under results/."""
     return [
