@@ -11,7 +11,7 @@ from string import Formatter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
-from spacy_pairatt.reports import relations_table, results_table
+from spacy_pairatt.reports import results_table
 
 from .plan import BLOCKS
 from .results import MissingFigure, Results, Sources, speed_days_note
@@ -95,26 +95,17 @@ def bench_module(name: str):
     return module
 
 
-def config_value(root: Path, path: str, keys: str):
-    """A setting (dotted `keys`) of the config at `path` in the checkout `root`, read as spaCy's `load_config`
-    does (by confection, which spaCy uses: no spaCy import)."""
-    from confection import Config
-
-    config = Config().from_disk(root / path)
-    for key in keys.split("."):
-        config = config[key]
-    return config
-
-
 def training_cost(results: Results, path: str, **fields) -> Dict:
     """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG` it ran (its
-    `--training.max_steps`, else its config's as it is now) and seconds a step."""
+    `--training.max_steps`, else its config's as it is now, read by confection as spaCy does: no spaCy import) and
+    seconds a step."""
+    from confection import Config
+
     cost = results.json(path)
     args = shlex.split(cost["command"])
     options = dict(zip(args, args[1:]))
-    steps = int(
-        options.get("--training.max_steps") or config_value(results.root, options["train"], "training.max_steps")
-    )
+    config_steps = Config().from_disk(results.root / options["train"])["training"]["max_steps"]
+    steps = int(options.get("--training.max_steps") or config_steps)
     return {**cost, **fields, "steps": steps, "per_step": cost["wall_seconds"] / steps}
 
 
@@ -132,16 +123,6 @@ def evaluation_table(results: Results, block) -> str:
         {"name": name, "split": split, "result": results.json(path)} for name, split, path, _ in block.files["rows"]
     ]
     return results_table(rows) + "\n" + speed_days_note(results, block.sources(results))
-
-
-def relations_block(results: Results, block) -> str:
-    """SemEval and Re-DocRED tables, and what attention features add, in points from exact scores."""
-    rows = [("pairatt_rel", results.json(path)) for path, _ in block.files["rows"]]
-    gaps = "; ".join(
-        f"{label} {100 * (results.json(with_)['scores'][metric] - results.json(without)['scores'][metric]):+.1f}"
-        for label, metric, with_, without in block["gaps"]
-    )
-    return relations_table(rows) + "\n" + PROSE("feature-gaps", gaps=gaps) + "\n\n"
 
 
 def training_cost_block(results: Results, block) -> str:
