@@ -4,8 +4,7 @@ rounded once, when printed."""
 
 import re
 import shlex
-from functools import cache, cached_property
-from importlib.util import module_from_spec, spec_from_file_location
+from functools import cached_property
 from pathlib import Path
 from string import Formatter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
@@ -86,15 +85,6 @@ def verdict(met: bool) -> str:
     return "met" if met else "**not met**"
 
 
-@cache
-def bench_module(name: str):
-    """bench/{name}.py of this checkout: the renderer of its results/*.md."""
-    spec = spec_from_file_location(f"pairatt_bench_{name}", Path(__file__).parents[1] / "bench" / f"{name}.py")
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def training_cost(results: Results, path: str, **fields) -> Dict:
     """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG` it ran (its
     `--training.max_steps`, else its config's as it is now, read by confection as spaCy does: no spaCy import) and
@@ -138,9 +128,11 @@ def training_cost_block(results: Results, block) -> str:
 def gpu_block(results: Results, block) -> str:
     """`bench-gpu` on a lent GPU: an 800-step training, its EWT test scores and bench/speed.py; each part is
     left out where its file is missing (the source note says "not measured yet")."""
+    from bench.table import speed_lines  # the checkout's bench/, beside docs_build/
+
     cost, test, speed = (block.json(results, role) for role in ("training", "test", "speed"))
     # bench/table.py's speed section, less its heading and cProfile's stages (which mislead on a GPU)
-    lines = speed and bench_module("table").speed_lines(speed)
+    lines = speed and speed_lines(speed)
     lines = lines and lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
     if lines and speed["machine"].get("gpu_peak_allocated_mb") is not None:
         lines += ["", PROSE("gpu-allocated", machine=speed["machine"])]
@@ -167,17 +159,18 @@ def markdown_part(results: Results, block) -> str:
     to the one before the line that starts with "to" (each optional), its headings one level down: the docs show
     the figures as the command printed them."""
     lines = (results.root / block["markdown"]).read_text(encoding="utf8").splitlines()
-    start, end = (line_index(lines, block.entry.get(key), block["markdown"]) for key in ("from", "to"))
-    part = ("#" + line if line.startswith("#") else line for line in lines[start or 0 : end])
+    marks = (block.entry.get(key) for key in ("from", "to"))
+    start, end = (mark and line_index(lines, mark, block["markdown"]) for mark in marks)  # None: the file's edge
+    part = ("#" + line if line.startswith("#") else line for line in lines[start:end])
     return "\n".join(part).strip() + "\n\n"
 
 
-def line_index(lines: Sequence[str], start: Optional[str], path: str) -> Optional[int]:
-    """The index of the first line that starts with `start` (None for no `start`)."""
-    found = [i for i, line in enumerate(lines) if start is not None and line.startswith(start)]
-    if start is not None and not found:
+def line_index(lines: Sequence[str], start: str, path: str) -> int:
+    """The index of the first line that starts with `start`."""
+    found = [i for i, line in enumerate(lines) if line.startswith(start)]
+    if not found:
         raise ValueError(f"{path} has no line {start!r}: re-run the command that makes it")
-    return found[0] if found else None
+    return found[0]
 
 
 def ablation_cost_block(results: Results, block) -> str:
@@ -203,12 +196,6 @@ def calibration_block(results: Results, block) -> str:
         for when, temperatures in (("before", "1, 1"), ("after", fitted))
     ]  # fmt: skip
     return paragraphs(PROSE.table("calibration", rows), PROSE("calibration-model", report=report))
-
-
-def arc_objectives_block(results: Results, block) -> str:
-    """Dev UAS/LAS (no punctuation) of the two arc objectives trained on the same config, budget and seed."""
-    found = [{"name": name, "result": results.json(path)} for name, path, _ in block.files["rows"]]
-    return paragraphs(PROSE.table("arc-objectives", found))
 
 
 def encoder_sources(results: Results, block) -> Sources:
