@@ -4,15 +4,13 @@ rounded once, when printed."""
 
 import re
 import shlex
-from functools import cache, cached_property
-from importlib.util import module_from_spec, spec_from_file_location
+from functools import cached_property
 from pathlib import Path
 from string import Formatter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
-from spacy_pairatt.reports import percent, relations_table, results_table, tokenizer_tables
-from spacy_pairatt.study.attention_curve_table import interval_span, sentences
+from spacy_pairatt.reports import results_table
 
 from .plan import BLOCKS
 from .results import MissingFigure, Results, Sources, speed_days_note
@@ -87,35 +85,17 @@ def verdict(met: bool) -> str:
     return "met" if met else "**not met**"
 
 
-@cache
-def bench_module(name: str):
-    """bench/{name}.py of this checkout: the renderer of its results/*.md."""
-    spec = spec_from_file_location(f"pairatt_bench_{name}", Path(__file__).parents[1] / "bench" / f"{name}.py")
-    module = module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def config_value(root: Path, path: str, keys: str):
-    """A setting (dotted `keys`) of the config at `path` in the checkout `root`, read as spaCy's `load_config`
-    does (by confection, which spaCy uses: no spaCy import)."""
-    from confection import Config
-
-    config = Config().from_disk(root / path)
-    for key in keys.split("."):
-        config = config[key]
-    return config
-
-
 def training_cost(results: Results, path: str, **fields) -> Dict:
     """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG` it ran (its
-    `--training.max_steps`, else its config's as it is now) and seconds a step."""
+    `--training.max_steps`, else its config's as it is now, read by confection as spaCy does: no spaCy import) and
+    seconds a step."""
+    from confection import Config
+
     cost = results.json(path)
     args = shlex.split(cost["command"])
     options = dict(zip(args, args[1:]))
-    steps = int(
-        options.get("--training.max_steps") or config_value(results.root, options["train"], "training.max_steps")
-    )
+    config_steps = Config().from_disk(results.root / options["train"])["training"]["max_steps"]
+    steps = int(options.get("--training.max_steps") or config_steps)
     return {**cost, **fields, "steps": steps, "per_step": cost["wall_seconds"] / steps}
 
 
@@ -135,28 +115,6 @@ def evaluation_table(results: Results, block) -> str:
     return results_table(rows) + "\n" + speed_days_note(results, block.sources(results))
 
 
-def tokenizer_block(results: Results, block) -> str:
-    return tokenizer_tables(block.json(results, "tokenizer")) + "\n"
-
-
-def relations_block(results: Results, block) -> str:
-    """SemEval and Re-DocRED tables, and what attention features add, in points from exact scores."""
-    rows = [("pairatt_rel", results.json(path)) for path, _ in block.files["rows"]]
-    gaps = "; ".join(
-        f"{label} {100 * (results.json(with_)['scores'][metric] - results.json(without)['scores'][metric]):+.1f}"
-        for label, metric, with_, without in block["gaps"]
-    )
-    return relations_table(rows) + "\n" + PROSE("feature-gaps", gaps=gaps) + "\n\n"
-
-
-def bench_sections(results: Results, block) -> str:
-    """Sections of results/bench.md, one heading level down: for each (function of bench/table.py, results file)
-    whose file is there, what the function writes of it."""
-    found = [(name, results.json(path)) for name, path, _ in block.files["sections"]]
-    sections = (getattr(bench_module("table"), name)(data) for name, data in found if data)
-    return paragraphs(*("\n".join("#" + line if line.startswith("## ") else line for line in s) for s in sections))
-
-
 def training_cost_block(results: Results, block) -> str:
     """Steps, wall and CPU time and peak RSS of training each parser `compare` trains, and the bar on the first."""
     runs = [training_cost(results, path, what=what) for what, path, _ in block.files["rows"] if results.json(path)]
@@ -170,9 +128,11 @@ def training_cost_block(results: Results, block) -> str:
 def gpu_block(results: Results, block) -> str:
     """`bench-gpu` on a lent GPU: an 800-step training, its EWT test scores and bench/speed.py; each part is
     left out where its file is missing (the source note says "not measured yet")."""
+    from bench.table import speed_lines  # the checkout's bench/, beside docs_build/
+
     cost, test, speed = (block.json(results, role) for role in ("training", "test", "speed"))
     # bench/table.py's speed section, less its heading and cProfile's stages (which mislead on a GPU)
-    lines = speed and bench_module("table").speed_lines(speed)
+    lines = speed and speed_lines(speed)
     lines = lines and lines[2 : next(i for i, line in enumerate(lines) if line.startswith("Profile of")) - 1]
     if lines and speed["machine"].get("gpu_peak_allocated_mb") is not None:
         lines += ["", PROSE("gpu-allocated", machine=speed["machine"])]
@@ -185,23 +145,6 @@ def gpu_block(results: Results, block) -> str:
     )
 
 
-def width_sweep_block(results: Results, block) -> str:
-    """bench/sweep.py over the scorer's widths: EWT dev at every evaluation, and each narrower pair against
-    the config's own."""
-    record, sweep = block.json(results, "sweep"), bench_module("sweep")
-    lines = sweep.markdown(record).splitlines()[2:]  # without its heading
-    # Its settings in the config as it is now: the pair scorer was `model.scorer` before a rename.
-    settings = [key.replace(".model.scorer.", ".model.pair_scorer.") for key in record["settings"]]
-    own = ",".join(str(config_value(results.root, record["config"], key)) for key in settings)
-    names = " / ".join(sweep.short_name(setting) for setting in record["settings"])
-    best = {run["value"]: run["best"] for run in record["runs"]}
-    for value in [value for value in best if value != own] if own in best else []:
-        uas, las = (best[value][score] - best[own][score] for score in ("dep_uas", "dep_las"))
-        lines.append("\n" + PROSE("width-against", names=names, value=value, own=own, uas=uas, las=las))
-    commands = "; ".join(f"`{command}`" for command in record["commands"].values())
-    return "\n".join(lines + ["\n" + PROSE("width-device", record=record, commands=commands)]) + "\n\n"
-
-
 def ablation_files(results: Results, block) -> Sources:
     """(path, result kind) of the files matching the block's pattern in each of its folders under results/."""
     return [
@@ -211,26 +154,23 @@ def ablation_files(results: Results, block) -> Sources:
     ]
 
 
-def ablation_block(results: Results, block) -> str:
-    """Table 1 on both datasets, the orderings and the spread over seeds."""
-    from spacy_pairatt.study.ablation import DATASETS
-    from spacy_pairatt.study.ablation_table import dataset_markdown, seed_spread_markdown, verdict_text
+def markdown_part(results: Results, block) -> str:
+    """The part of the markdown file its command writes (plan: "markdown") from the line that starts with "from"
+    to the one before the line that starts with "to" (each optional), its headings one level down: the docs show
+    the figures as the command printed them."""
+    lines = (results.root / block["markdown"]).read_text(encoding="utf8").splitlines()
+    marks = (block.entry.get(key) for key in ("from", "to"))
+    start, end = (mark and line_index(lines, mark, block["markdown"]) for mark in marks)  # None: the file's edge
+    part = ("#" + line if line.startswith("#") else line for line in lines[start:end])
+    return "\n".join(part).strip() + "\n\n"
 
-    found, parts, names = block.json(results, "table"), [], [dataset.key for dataset in DATASETS]
-    for dataset in DATASETS:
-        parts.append(f"### {found['datasets'][dataset.key]['name']} (test {', '.join(dataset.metrics).upper()})\n")
-        parts.append(dataset_markdown(dataset, found["datasets"][dataset.key]["rows"]))
-    rows = [
-        (entry["claim"], entry["comparison"], metric.upper(),
-         *(verdict_text(entry[name][metric]) if metric in entry[name] else "–" for name in ("paper", *names)))
-        for entry in found["orderings"]
-        for metric in ("uas", "las")
-    ]  # fmt: skip
-    parts.append(PROSE("orderings") + "\n")
-    parts.append(table(("claim", "comparison", "metric", "paper", *names), rows) + "\n")
-    if found.get("seed_spread"):
-        parts.append(seed_spread_markdown(found["seed_spread"]).replace("## ", "### ", 1))
-    return "\n".join(parts) + "\n"
+
+def line_index(lines: Sequence[str], start: str, path: str) -> int:
+    """The index of the first line that starts with `start`."""
+    found = [i for i, line in enumerate(lines) if line.startswith(start)]
+    if not found:
+        raise ValueError(f"{path} has no line {start!r}: re-run the command that makes it")
+    return found[0]
 
 
 def ablation_cost_block(results: Results, block) -> str:
@@ -243,16 +183,6 @@ def ablation_cost_block(results: Results, block) -> str:
         parts.append(PROSE("ablation-cost-dataset", name=name, seconds=sum(rows.values()), ft=fine_tuned, rows=rows))
         total += sum(rows.values())
     return PROSE("ablation-cost", datasets=" and ".join(parts), seconds=total) + "\n\n"
-
-
-def probe_block(results: Results, block) -> str:
-    """The probe's UAS and importance summary."""
-    probe = block.json(results, "probe")
-    both = probe["probes"]["both"]["importance"]
-    top = both["top_attention"][0] if both["top_attention"] else None
-    uas = ", ".join(f"{name} {percent(p['uas'])}" for name, p in probe["probes"].items())
-    first = PROSE("probe-first", top=top) if top else "."
-    return PROSE("probe", data=probe["data"], uas=uas, both=both, first=first) + "\n\n"
 
 
 def calibration_block(results: Results, block) -> str:
@@ -268,12 +198,6 @@ def calibration_block(results: Results, block) -> str:
     return paragraphs(PROSE.table("calibration", rows), PROSE("calibration-model", report=report))
 
 
-def arc_objectives_block(results: Results, block) -> str:
-    """Dev UAS/LAS (no punctuation) of the two arc objectives trained on the same config, budget and seed."""
-    found = [{"name": name, "result": results.json(path)} for name, path, _ in block.files["rows"]]
-    return paragraphs(PROSE.table("arc-objectives", found))
-
-
 def encoder_sources(results: Results, block) -> Sources:
     """encoders.json and the files behind every row that has run (speed files are bench results)."""
     rows = (block.json(results, "table") or {}).get("rows", [])
@@ -284,14 +208,6 @@ def encoder_sources(results: Results, block) -> Sources:
         if path not in row["missing"]
     ]
     return [(block.path("table"), "parser"), *found]
-
-
-def encoders_block(results: Results, block) -> str:
-    from spacy_pairatt.study.encoders_table import encoders_markdown
-
-    found = block.json(results, "table")
-    speed = [(path, kind) for path, kind in encoder_sources(results, block) if kind == "bench"]
-    return encoders_markdown(found) + "\n\n" + speed_days_note(results, speed)
 
 
 def requirements_block(results: Results, block) -> str:
@@ -403,12 +319,10 @@ def tokenizer_effect_block(results: Results, block) -> str:
     return table(("tokenizer", *TOKENIZER_EFFECT_METRICS), rows) + "\n\n"
 
 
-CURVE_PROSE = Prose("curve_blocks.md")  # the attention curve's blocks (docs/attention_curve.md, README.md)
+CURVE_PROSE = Prose("curve_blocks.md")  # the attention curve's summary (README.md)
 CURVE_JSON, RUNS_DIR = BLOCKS["attention-curve"].path("table"), BLOCKS["attention-curve"]["runs"]
-# The comparisons the blocks show (better, worse): what attention adds, as a feature and fine-tuned through,
-# and what fine-tuning through it adds to the feature alone.
-SHOWN = (("att", "emb"), ("ftatt", "emb"), ("ftatt", "att"))
-ATTENTION_GAINS = tuple(pair for pair in SHOWN if pair[1] == "emb")  # against emb, the row without attention
+# The comparisons the summary shows (better, worse): what attention adds, as a feature and fine-tuned through.
+ATTENTION_GAINS = (("att", "emb"), ("ftatt", "emb"))
 GOAL = 1.0  # the study's target: pooled gain in LAS points, with the interval above 0
 
 
@@ -418,88 +332,27 @@ def curve_sources(results: Results, block=None) -> Sources:
     return [(CURVE_JSON, "parser")] + [(f"{RUNS_DIR}/{run['run_id']}.json", run["task"]) for run in runs]
 
 
-def shown_entries(found: Dict, domain: str = "ewt", metric: str = "las") -> List[Dict]:
-    """The table's comparisons of SHOWN on one test set and metric, by size, then comparison."""
-    order = {pair: i for i, pair in enumerate(SHOWN)}
-    entries = [
-        e for e in found["comparisons"]
-        if (e["better"], e["worse"]) in order and (e["domain"], e["metric"]) == (domain, metric)
-    ]  # fmt: skip
-    return sorted(entries, key=lambda e: (e["dataset"], e["n_train"], order[(e["better"], e["worse"])]))
-
-
 def comparison_entries(entries: Sequence[Dict], better: str, worse: str) -> List[Dict]:
-    """The entries of one comparison (row `better` minus row `worse`), in their order."""
-    return [e for e in entries if (e["better"], e["worse"]) == (better, worse)]
+    """The EWT test LAS entries of one comparison (row `better` minus row `worse`), by training size."""
+    mine = [e for e in entries if (e["better"], e["worse"], e["domain"], e["metric"]) == (better, worse, "ewt", "las")]
+    return sorted(mine, key=lambda e: (e["dataset"], e["n_train"]))
 
 
-def curve_row(entry: Dict, runs: Dict[str, Dict]) -> Dict:
-    """An entry's row of the table, with the steps its runs trained (one figure when the budget gave them all the
-    same) and `dev`, the mean over its seeds of the better row's dev LAS (spaCy's, of model-best) minus the
-    worse's."""
-    pairs = [
-        [runs[f"{entry['dataset']}_{entry['size']}_s{seed}_{row}"] for row in (entry["better"], entry["worse"])]
-        for seed in entry["seeds"]
-    ]
-    steps = ", ".join(map(str, sorted({run["steps"] for pair in pairs for run in pair})))
-    dev = sum(better["dev"]["las"] - worse["dev"]["las"] for better, worse in pairs) / len(pairs)
-    test_by_seed = ", ".join(f"{seed}: {gain:+.2f}" for seed, gain in zip(entry["seeds"], entry["by_seed"]))
-    return {
-        **entry, "sentences": sentences(entry["n_train"], entry["size"]), "steps": steps, "dev": dev,
-        "seed_count": len(entry["seeds"]), "test_by_seed": test_by_seed, "interval": interval_span(entry),
-    }  # fmt: skip
-
-
-def goal_text(entries: Sequence[Dict], compact: bool = False) -> str:
-    """Whether the study's target is reached anywhere (only ATTENTION_GAINS count), else the largest pooled
-    gain of each comparison."""
-    entries = [e for e in entries if (e["better"], e["worse"]) in ATTENTION_GAINS]
-    reached = [e for e in entries if e.get("at_least_one_point")]
+def goal_text(entries: Sequence[Dict]) -> str:
+    """Whether the study's target is reached anywhere (only ATTENTION_GAINS count)."""
+    reached = [e for pair in ATTENTION_GAINS for e in comparison_entries(entries, *pair) if e.get("at_least_one_point")]
     if reached:
         where = ", ".join(f"{e['comparison']} at {e['n_train']:,} sentences ({e['pooled']:+.2f})" for e in reached)
         return CURVE_PROSE("goal-reached", goal=GOAL, where=where)
-    tops = [
-        max(mine, key=lambda e: e["pooled"]) for pair in ATTENTION_GAINS if (mine := comparison_entries(entries, *pair))
-    ]
-    best = "; ".join(
-        f"{e['comparison']} {e['pooled']:+.2f} at {e['n_train']:,} sentences ({e['verdict']})" for e in tops
-    )
-    largest = CURVE_PROSE("largest-gains", gains=best) if tops and not compact else ""
-    return CURVE_PROSE("goal-not-reached", goal=GOAL, largest=largest)
-
-
-def attention_curve_block(results: Results, block) -> str:
-    """What attention adds by training size, the target, the PTB sample's and SemEval's figures."""
-    found = results.json(CURVE_JSON)
-    runs, entries = {run["run_id"]: run for run in found["runs"]}, shown_entries(found)
-    ptb = [p["mean"] for p in found["curve"] if (p["domain"], p["metric"]) == ("ptb", "uas")]
-    ptb_gains = "; ".join(
-        f"{e['n_train']:,} {e['pooled']:+.2f} ({e['verdict']})"
-        for e in shown_entries(found, "ptb", "uas")
-        if e["better"] == "att"
-    )
-    relations = "; ".join(
-        CURVE_PROSE(
-            "relations-gain", run=run, gain=run["att_minus_emb"], sentences=sentences(run["n_train"], run["size"])
-        )
-        for run in found["relations"]
-    )
-    return paragraphs(
-        CURVE_PROSE("budget", budget=found["budget"]["parser"]["rule"]),
-        CURVE_PROSE("header"),
-        CURVE_PROSE.table("curve", [curve_row(entry, runs) for entry in entries]),
-        goal_text(entries),
-        ptb and CURVE_PROSE("ptb", low=min(ptb), high=max(ptb), gains=ptb_gains),
-        relations and CURVE_PROSE("relations", gains=relations),
-        CURVE_PROSE("from", curve=CURVE_JSON, runs=RUNS_DIR),
-    )
+    return CURVE_PROSE("goal-not-reached", goal=GOAL)
 
 
 def attention_curve_summary_block(results: Results, block) -> str:
-    """The README's version: pooled gains and verdicts in one paragraph, and the target."""
-    entries, gains = shown_entries(results.json(CURVE_JSON)), []
-    for better, worse in ATTENTION_GAINS:
-        mine = comparison_entries(entries, better, worse)
+    """The README's version of results/attention_curve.md: pooled gains and verdicts in one paragraph, and the
+    target."""
+    entries, gains = results.json(CURVE_JSON)["comparisons"], []
+    for pair in ATTENTION_GAINS:
+        mine = comparison_entries(entries, *pair)
         sizes = ", ".join(f"{e['n_train']:,} sentences {e['pooled']:+.2f} ({e['verdict']})" for e in mine)
         gains += [f"{mine[0]['comparison']}: {sizes}"] if mine else []
-    return paragraphs(CURVE_PROSE("summary", gains="; ".join(gains), goal=goal_text(entries, compact=True)))
+    return paragraphs(CURVE_PROSE("summary", gains="; ".join(gains), goal=goal_text(entries)))

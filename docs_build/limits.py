@@ -17,7 +17,7 @@ from spacy_pairatt.reports import (
 )
 from spacy_pairatt.study.attention_curve_table import sentences
 
-from .blocks import CURVE_JSON, LEMMAS_BAR, SENTENCE_F_BAR, Prose, against_bar, comparison_entries, shown_entries
+from .blocks import CURVE_JSON, LEMMAS_BAR, SENTENCE_F_BAR, Prose, against_bar, comparison_entries
 from .plan import BLOCKS, PLAN, Block
 from .results import Results
 
@@ -86,7 +86,7 @@ def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
     """What the attention curve measured of the config that carries attention gradients: ft:emb+att - emb+att
     on EWT test, paired by seed, at each size the curve trained it."""
     found = results.json(CURVE_JSON)
-    entries = comparison_entries(shown_entries(found), "ftatt", "att") if found else []
+    entries = comparison_entries(found["comparisons"], "ftatt", "att") if found else []
     gains = "; ".join(PROSE("gradient-gain", entry=e, sentences=sentences(e["n_train"], e["size"])) for e in entries)
     return PROSE("attention-gradient", gains=gains, most=max(e["n_train"] for e in entries)) if entries else ""
 

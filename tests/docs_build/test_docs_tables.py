@@ -233,22 +233,35 @@ def test_a_block_marked_twice_in_one_file_is_an_error_that_names_it(tmp_path, mo
 
 
 def test_a_results_file_without_a_key_is_named_in_one_line_with_the_key(tmp_path):
-    """A real block (the probe's) over a results file that lacks what it reads: no KeyError traceback."""
-    write(tmp_path, "results/probe.json", {"data": {}, "provenance": {"created": "2030-01-01T00:00:00+00:00"}})
-    (tmp_path / "README.md").write_text("<!-- probe:start -->\n<!-- probe:end -->\n")
+    """A real block (calibration's) over a results file that lacks what it reads: no KeyError traceback."""
+    write(tmp_path, "results/calibration.json", {"provenance": {"created": "2030-01-01T00:00:00+00:00"}})
+    (tmp_path / "README.md").write_text("<!-- calibration:start -->\n<!-- calibration:end -->\n")
     with pytest.raises(SystemExit) as raised:
         main(["--root", str(tmp_path), "--check"])
     message = str(raised.value)
-    assert message == f"{PROG}: error: results/probe.json has no 'probes': re-run the command that makes it"
-    nested = {"probes": {"both": {"importance": {}}}, "data": {}}  # a key missing one level down
-    write(tmp_path, "results/probe.json", nested)
-    with pytest.raises(
-        SystemExit, match=r"^python -m docs_build: error: results/probe.json has no 'top_attention': re"
-    ):
+    assert (
+        message == f"{PROG}: error: results/calibration.json has no 'arc_temperature': re-run the command that makes it"
+    )
+    write(tmp_path, "results/calibration.json", {"arc_temperature": 1.5, "label_temperature": 1.2})
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: results/calibration.json has no 'dev_before'"):
         main(["--root", str(tmp_path), "--check"])
-    read_by_the_template = {"probes": {"both": {"uas": 0.5, "importance": {"top_attention": []}}}, "data": {}}
-    write(tmp_path, "results/probe.json", read_by_the_template)
-    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: results/probe.json has no 'train': re-run"):
+
+
+def test_a_markdown_block_shows_the_part_of_its_file_between_the_lines_the_plan_names(tmp_path):
+    """The probe's block: its results/probe.md from the table to the command, headings one level down."""
+    write(tmp_path, "results/probe.json", {"provenance": {"created": "2030-01-01T00:00:00+00:00"}})
+    (tmp_path / "README.md").write_text("<!-- probe:start -->\n<!-- probe:end -->\n")
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: .*results/probe.md"):
+        main(["--root", str(tmp_path), "--check"])
+    table = "| probe | UAS |\n|---|---|\n| both | 65.5 |"
+    text = f"# Probing\n\nintro\n\n{table}\n\n## Top\n\nx\n\nFeature extraction took 1 s\n"
+    (tmp_path / "results/probe.md").write_text(text)
+    assert regenerate(tmp_path) == ["README.md: probe"]
+    block = (tmp_path / "README.md").read_text()
+    assert "| probe | UAS |\n|---|---|\n| both | 65.5 |\n\n### Top\n\nx\n\n*Source: `results/probe.json`;" in block
+    assert "intro" not in block and "Feature extraction" not in block
+    (tmp_path / "results/probe.md").write_text("# Probing\nintro\n")
+    with pytest.raises(SystemExit, match=r"error: results/probe.md has no line '\| probe \|': re-run the command"):
         main(["--root", str(tmp_path), "--check"])
 
 
