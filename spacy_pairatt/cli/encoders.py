@@ -13,7 +13,7 @@ def fetch_mpnet(args) -> None:
         fetch_split_encoder(ALL_MPNET_BASE_V2, Path(args.dest), Path(args.local) if args.local else None)
 
 
-def encoders_table(args) -> None:
+def encoders_table_command(args) -> None:
     from ..study.encoders_table import write_encoders_table
 
     write_encoders_table(Path(args.results), Path(args.output_json), Path(args.output_md))
@@ -34,4 +34,4 @@ def add_commands(commands) -> None:
     table.add_argument("--results", default="results", help="folder of the runs' result files (default: results)")
     table.add_argument("--output-json", default="results/encoders.json")
     table.add_argument("--output-md", default="results/encoders.md")
-    table.set_defaults(func=encoders_table)
+    table.set_defaults(func=encoders_table_command)

@@ -7,7 +7,7 @@ from pathlib import Path
 from .parse import at_least_one
 
 
-def evaluate(args) -> None:
+def evaluate_command(args) -> None:
     from ..evaluation.parser_eval import evaluate_pipeline
     from ..reports import report_json
 
@@ -38,7 +38,7 @@ def evaluate_relations(args) -> None:
     report_json(result, args.output)
 
 
-def relations_table(args) -> None:
+def relations_table_command(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
@@ -140,7 +140,7 @@ def add_commands(commands) -> None:
     relation_table.add_argument("--output", help="markdown file to write")
     relation_table.add_argument("--json", help="JSON file gathering every result by name")
     relation_table.add_argument("--title", default="", help="a line written above the tables")
-    relation_table.set_defaults(func=relations_table)
+    relation_table.set_defaults(func=relations_table_command)
     evaluation = commands.add_parser("evaluate", help="score a parsing pipeline on a .spacy corpus")
     evaluation.add_argument("model")
     evaluation.add_argument("data")
@@ -161,7 +161,7 @@ def add_commands(commands) -> None:
     evaluation.add_argument(
         "--without", nargs="+", default=[], metavar="NAME", help="components to remove before parsing (timing)"
     )
-    evaluation.set_defaults(func=evaluate)
+    evaluation.set_defaults(func=evaluate_command)
     tabulate = commands.add_parser("table", help="markdown table from evaluation JSON files")
     tabulate.add_argument("results", nargs="+", help="NAME:SPLIT:PATH of an evaluate --output file")
     tabulate.add_argument("--output", help="markdown file to write")

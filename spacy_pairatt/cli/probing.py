@@ -53,7 +53,7 @@ def visualize(args) -> None:
                 caption = pictures.picture_caption(args.mode, maps, source)
                 pictures.report_picture(Path(args.report), marker, output, caption, command_as_typed())
         elif args.mode == "parse":
-            markup = pictures.render_parse(pictures.load_parser(args.model), args.text, page=output.suffix != ".svg")
+            markup = pictures.displacy_markup(pictures.load_parser(args.model), args.text, page=output.suffix != ".svg")
             output.parent.mkdir(parents=True, exist_ok=True)
             output.write_text(markup, encoding="utf8")
         else:

@@ -201,7 +201,7 @@ def run_ablation(
             report_json(result, str(results / f"{row.key}_{split}.json"))
 
 
-def split_scores(result: Optional[Dict], labelled: bool) -> Optional[Dict]:
+def percent_scores(result: Optional[Dict], labelled: bool) -> Optional[Dict]:
     """Percentages of an evaluate result: UAS (and LAS on labelled data) without punctuation, and
     the share of sentences parsed as one tree. Not rounded: differences and verdicts come from the
     exact scores, and the markdown rounds once, as it prints."""

@@ -8,7 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..json_files import read_json, write_json
 from ..provenance import provenance
-from .ablation import DATASETS, METRICS, ROWS, ROWS_BY_KEY, Dataset, split_scores
+from .ablation import DATASETS, METRICS, ROWS, ROWS_BY_KEY, Dataset, percent_scores
 from .bootstrap import paired_bootstrap
 
 PAPER = "Meng et al. 2019, Table 1: BERT-base, full PTB (Stanford dependencies), UAS/LAS without punctuation"
@@ -54,8 +54,8 @@ def dataset_rows(results_dir: Path, dataset: Dataset) -> List[Dict]:
                 "seed": train and train["seed"],
                 "learn_rate": train and train.get("learn_rate"),
                 "train_seconds": train and train["seconds"],
-                "dev": split_scores(read_json(folder / f"{row.key}_dev.json"), dataset.labelled),
-                "test": split_scores(read_json(folder / f"{row.key}_test.json"), dataset.labelled),
+                "dev": percent_scores(read_json(folder / f"{row.key}_dev.json"), dataset.labelled),
+                "test": percent_scores(read_json(folder / f"{row.key}_test.json"), dataset.labelled),
                 "paper": {"uas": row.paper_uas, "las": row.paper_las},
             }
         )

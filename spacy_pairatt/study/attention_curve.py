@@ -26,7 +26,7 @@ import numpy as np
 
 from ..json_files import read_json, write_json
 from ..provenance import code_fingerprint, provenance
-from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, run_training, split_scores
+from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, percent_scores, run_training
 from .ablation import train_command as ablation_train_command
 
 # The paths whose contents make an earlier run's results stale when they change (`--reuse same-code`).
@@ -321,7 +321,7 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
             arcs = evaluations / f"{run.run_id}_{domain}_arcs.json"
             write_json(arcs, result.pop("arc_counts"), compact=True)
             labelled = DOMAINS[domain].labelled if domain in DOMAINS else True
-            scores[domain] = {**split_scores(result, labelled), "arcs": str(arcs.relative_to(setup.results_dir))}
+            scores[domain] = {**percent_scores(result, labelled), "arcs": str(arcs.relative_to(setup.results_dir))}
         report_json(result, str(output))
         scores[domain]["evaluation"] = str(output.relative_to(setup.results_dir))
     return scores

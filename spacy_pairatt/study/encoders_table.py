@@ -61,7 +61,7 @@ ENCODER_RUNS = (
 ATTENTION_PAIRS = ((ENCODER_RUNS[1], ENCODER_RUNS[2]),)
 
 
-def split_scores(result: Optional[Dict]) -> Optional[Dict[str, float]]:
+def uas_las_percent(result: Optional[Dict]) -> Optional[Dict[str, float]]:
     """UAS and LAS in percent from an `evaluate` file (spaCy's scorer, punctuation excluded)."""
     if result is None:
         return None
@@ -98,8 +98,8 @@ def encoder_row(results_dir: Path, run: EncoderRun) -> Dict:
         "config": run.config,
         "attention": run.attention,
         "status": "run" if not missing else "not run" if len(missing) == len(run.files) else "partly run",
-        "dev": split_scores(found["dev"]),
-        "test": split_scores(found["test"]),
+        "dev": uas_las_percent(found["dev"]),
+        "test": uas_las_percent(found["test"]),
         "words_per_s": speed.get("median_words_per_second", {}).get("b_pairatt"),
         "b_over_a": speed.get("ratio_b_over_a"),
         # a run stopped early or told to train fewer steps was scored at its last checkpoint

@@ -271,7 +271,7 @@ def load_parser(model: str) -> Language:
     return nlp
 
 
-def render_parse(nlp: Language, texts: Sequence[str], page: bool = True) -> str:
+def displacy_markup(nlp: Language, texts: Sequence[str], page: bool = True) -> str:
     """displaCy markup of the pipeline's parses: an HTML page, or one SVG (page False, one text)."""
     if not page and len(texts) != 1:
         raise ValueError(f"An SVG holds one parse; {len(texts)} texts given (write an .html page instead)")

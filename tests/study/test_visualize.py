@@ -16,6 +16,7 @@ from spacy_pairatt.study.visualize import (
     attention_figure_size,
     attention_maps_figure,
     attention_picture,
+    displacy_markup,
     entity_boxes,
     full_column_name,
     maps_from_probe,
@@ -23,7 +24,6 @@ from spacy_pairatt.study.visualize import (
     parse_training_log,
     plot_training_curves,
     relation_picture,
-    render_parse,
     report_picture,
     training_curves_figure,
 )
@@ -175,14 +175,14 @@ def parser_nlp(tiny_bert_dir, ud_train_docs):
 
 
 def test_displacy_parse_contains_the_words(parser_nlp, tmp_path):
-    html = render_parse(parser_nlp, ["Dogs bark loudly.", "The cat sat on the mat."])
+    html = displacy_markup(parser_nlp, ["Dogs bark loudly.", "The cat sat on the mat."])
     assert html.startswith("<!DOCTYPE html>")
     for word in ("Dogs", "bark", "loudly", "cat", "mat"):
         assert f">{word}" in html  # a word's tspan; displaCy joins trailing punctuation to it ("loudly.")
-    svg = render_parse(parser_nlp, ["Dogs bark loudly."], page=False)
+    svg = displacy_markup(parser_nlp, ["Dogs bark loudly."], page=False)
     assert svg.lstrip().startswith("<svg") and ">bark</tspan>" in svg
     with pytest.raises(ValueError, match="An SVG holds one parse"):
-        render_parse(parser_nlp, ["One.", "Two."], page=False)
+        displacy_markup(parser_nlp, ["One.", "Two."], page=False)
     # from the command line, on the saved pipeline (a sentencizer is put in front of it)
     parser_nlp.to_disk(tmp_path / "pipeline")
     output = tmp_path / "parse.svg"
