@@ -54,7 +54,8 @@ GLIBC_MMAP_THRESHOLD_MAX = 32 * 1024 * 1024
 ALL_ARENAS = 4096
 ELF_MAGIC = b"\x7fELF"
 
-_training_thresholds_set = False  # training bounded the heap: parsing leaves the allocator's settings alone
+_training_process = False  # this process trains: under jemalloc its own timed purging stays on
+_training_thresholds_set = False  # training fixed glibc's thresholds: parsing leaves them as they are
 
 
 # --- jemalloc: its control function, where it is this process's malloc --------------------------------
@@ -195,7 +196,8 @@ def resident_bytes() -> int:
 def limit_heap_fragmentation() -> bool:
     """Bound the heap for training, once per process: fix glibc's mmap and trim thresholds (False where
     there is no glibc). Under jemalloc its timed purging stays on."""
-    global _training_thresholds_set
+    global _training_process, _training_thresholds_set
+    _training_process = True
     if _training_thresholds_set:
         return True
     libc = glibc()
@@ -262,7 +264,7 @@ class ParsingHeapBound:
             set_mmap_threshold(PARSING_MMAP_THRESHOLD_BYTES)
         elif jemalloc_version() is not None:
             allocator = "jemalloc"
-            if not _training_thresholds_set:  # training frees more between evaluations: jemalloc's timer stays
+            if not _training_process:  # training frees more between evaluations: jemalloc's timer stays
                 hold_freed_pages()
         else:
             return

@@ -205,7 +205,7 @@ def test_under_jemalloc_parsing_holds_freed_pages_once_and_returns_them_by_purgi
     """Training keeps jemalloc's own purging: it frees more between evaluations than parsing between returns."""
     rss = {"now": 500 * MB}
     monkeypatch.setattr(memory, "resident_bytes", lambda: rss["now"])
-    monkeypatch.setattr(memory, "_training_thresholds_set", training)
+    monkeypatch.setattr(memory, "_training_process", training)
     jemalloc = FakeJemalloc(monkeypatch)
     bound = ParsingHeapBound(words_between_checks=100, min_growth_bytes=32 * MB)
     assert not bound.parsed(100)
