@@ -3,10 +3,13 @@
 SIGINT (Ctrl-C), SIGTERM (`kill`, a job scheduler) and SIGHUP (a closed terminal or ssh session)
 are one thing: a request to stop. Each raises `Interrupted` (a KeyboardInterrupt) where the command
 is, so the same cleanup runs whichever came: scratch files removed, worker processes ended, a model
-folder either the old one or the new one. Further stop signals are ignored while that cleanup runs,
-so a second Ctrl-C cannot cut it short (SIGKILL still can: the next run removes what it left, see
-`spacy_pairatt.scratch`). Worker processes ignore stop signals (their parent ends them) and die with
-their parent, so a parent killed outright leaves none running.
+folder either the old one or the new one. The steps that must not be cut in two (a pair of renames,
+removing scratch, ending the workers) hold stop signals: one that comes meanwhile raises when the
+step is done. A second signal stops a cleanup that takes too long between such steps; SIGKILL
+stops anything, and the next run removes what it left (`spacy_pairatt.scratch`).
+
+Worker processes ignore stop signals (their parent ends them) and die with their parent, so a
+parent killed outright leaves none running.
 """
 
 import ctypes
@@ -16,7 +19,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Optional
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -27,25 +30,38 @@ class Interrupted(KeyboardInterrupt):
     """A stop signal, raised where the command is; str() names the signal."""
 
 
+class HeldSignals:
+    """How deep the main thread is in held steps, and the stop signal that came meanwhile."""
+
+    depth = 0
+    pending: Optional[int] = None
+
+
 def in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+def interrupt(signum: int, frame) -> None:
+    """The handler of stop signals: raise Interrupted, or keep the signal for the end of a held step.
+
+    Holding is done here, not with a signal mask: the mask is per thread, and a signal taken by
+    another thread (a queue's feeder) would run this handler wherever the main thread is next, say in
+    an at-fork hook, where Python drops the exception."""
+    if HeldSignals.depth:
+        HeldSignals.pending = HeldSignals.pending or signum
+        return
+    raise Interrupted(signal.Signals(signum).name)
+
+
 @contextmanager
 def stop_signals_interrupt() -> Iterator[None]:
-    """While the block runs, the first stop signal raises Interrupted and later ones are ignored.
+    """While the block runs, each stop signal raises Interrupted (see `interrupt`).
 
     A signal the command was started ignoring stays ignored (`nohup` ignores SIGHUP, a shell's `&`
     SIGINT). Outside the main thread (where Python cannot install handlers) the block runs unchanged."""
     if not in_main_thread():
         yield
         return
-
-    def interrupt(signum, frame):
-        for stop in STOP_SIGNALS:
-            signal.signal(stop, signal.SIG_IGN)
-        raise Interrupted(signal.Signals(signum).name)
-
     handled = [stop for stop in STOP_SIGNALS if signal.getsignal(stop) is not signal.SIG_IGN]
     previous = {stop: signal.signal(stop, interrupt) for stop in handled}
     try:
@@ -57,16 +73,25 @@ def stop_signals_interrupt() -> Iterator[None]:
 
 @contextmanager
 def stop_signals_held() -> Iterator[None]:
-    """A step that must not be cut in two (a rename pair): a stop signal arriving meanwhile is
-    delivered when the block ends, and raises there."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    """A step that must not be cut in two: a stop signal that comes meanwhile raises Interrupted when
+    the step is done (unless it ends in an error of its own, which then stops the command)."""
+    HeldSignals.depth += 1
     try:
         yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    except BaseException:
+        release_held(raising=False)
+        raise
+    release_held(raising=True)
+
+
+def release_held(raising: bool) -> None:
+    """Leave a held step; at the outermost one, raise the stop signal kept meanwhile, if `raising`."""
+    HeldSignals.depth -= 1
+    if HeldSignals.depth or HeldSignals.pending is None:
+        return
+    signum, HeldSignals.pending = HeldSignals.pending, None
+    if raising:
+        raise Interrupted(signal.Signals(signum).name)
 
 
 @contextmanager
@@ -90,8 +115,6 @@ def become_worker(parent_pid: int) -> None:
     the parent: Linux's parent-death signal, elsewhere a thread that watches the parent."""
     for stop in STOP_SIGNALS:
         signal.signal(stop, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # held by the parent while it forked (stop_signals_held)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect

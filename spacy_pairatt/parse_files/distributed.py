@@ -29,7 +29,7 @@ from spacy.tokens import DocBin
 from tqdm import tqdm
 
 from ..scratch import remove_stale_scratch, renamed_scratch, scratch_path
-from ..signals import stop_signals_ignored
+from ..signals import stop_signals_held, stop_signals_ignored
 from .errors import ParseCommandError, check_choice, check_counts, flat_message
 from .files import OutputTarget, open_input
 from .parsing import load_pipeline, parse_docs
@@ -171,11 +171,12 @@ def staged_run(output: Path) -> Iterator[Path]:
         yield staging
     finally:
         discarded = renamed_scratch(staging, "discarded")
-        try:
-            staging.rename(discarded)
-        except FileNotFoundError:
-            pass
-        shutil.rmtree(discarded, ignore_errors=True)
+        with stop_signals_held():
+            try:
+                staging.rename(discarded)
+            except FileNotFoundError:
+                pass
+            shutil.rmtree(discarded, ignore_errors=True)
 
 
 def shard_result(future: Future) -> Path:

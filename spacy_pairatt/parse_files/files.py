@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, NoReturn, Optional, TextIO
 
 from ..scratch import remove_stale_scratch, scratch_path
+from ..signals import stop_signals_held
 from .errors import ParseCommandError
 
 
@@ -98,10 +99,11 @@ class OutputTarget:
             except OSError as error:
                 raise ParseCommandError(f"cannot write the output {self.path}: {error.strerror or error}") from error
         except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            with stop_signals_held():
+                try:
+                    os.unlink(temporary)
+                except OSError:
+                    pass
             raise
 
     @contextmanager

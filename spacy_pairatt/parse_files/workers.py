@@ -32,8 +32,7 @@ class Worker:
         self.results, sender = context.Pipe(duplex=False)
         arguments = (nlp, self.tasks, sender, batch_size, os.getpid())
         self.process = context.Process(target=work, args=arguments, daemon=True)
-        with stop_signals_held():  # until the worker ignores them (become_worker)
-            self.process.start()
+        self.process.start()
         sender.close()  # so that a worker's death reads as the end of its pipe here
 
     def receive(self, batch: List[SourceDoc]) -> List[bytes]:
@@ -127,7 +126,8 @@ def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: 
     def send_next() -> None:
         for index, batch in batches:
             if index == len(workers) < n_process:
-                workers.append(Worker(context, nlp, batch_size))
+                with stop_signals_held():  # a worker started is a worker that the cleanup ends
+                    workers.append(Worker(context, nlp, batch_size))
             worker = workers[index % n_process]
             worker.tasks.put(batch)
             in_flight.append((worker, batch))
@@ -147,5 +147,6 @@ def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: 
         stopped = True
     finally:
         if not stopped:
-            for worker in workers:
-                worker.stop(kill=True)
+            with stop_signals_held():
+                for worker in workers:
+                    worker.stop(kill=True)
