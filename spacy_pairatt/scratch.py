@@ -133,12 +133,17 @@ def replace_folder(target: Path, write: Callable[[Path], None]) -> None:
                 remove_path(leftover)
 
 
-def replace_pipeline_folder(output: Path, write: Callable[[Path], None]) -> None:
-    """replace_folder for a spaCy pipeline: an existing `output` must be a pipeline folder (it has
-    config.cfg) or empty; anything else is a ValueError, not something to replace."""
-    output = Path(output)
+def check_pipeline_folder(output: Path) -> None:
+    """An existing `output` must be a pipeline folder (it has config.cfg) or empty: anything else is
+    a ValueError, not something to replace."""
     if output.exists() and not output.is_dir():
         raise ValueError(f"{output} exists and is not a folder")
     if output.is_dir() and any(output.iterdir()) and not (output / "config.cfg").is_file():
         raise ValueError(f"{output} holds files but no pipeline (no config.cfg): not replacing it")
+
+
+def replace_pipeline_folder(output: Path, write: Callable[[Path], None]) -> None:
+    """replace_folder for a spaCy pipeline, where `output` passes check_pipeline_folder."""
+    output = Path(output)
+    check_pipeline_folder(output)
     replace_folder(output, write)

@@ -21,7 +21,7 @@ def calibrate(args) -> None:
     from ..evaluation.calibration import calibration_report, collect_decoded, plot_reliability
     from ..json_files import write_json
     from ..provenance import model_provenance, provenance
-    from ..scratch import replace_pipeline_folder
+    from ..scratch import check_pipeline_folder, replace_pipeline_folder
 
     for path in (args.model, args.dev, args.test):
         if not Path(path).exists():
@@ -29,6 +29,12 @@ def calibrate(args) -> None:
     for option, path in (("--plot", args.plot), ("--output", args.output)):
         if path:
             check_output_file(option, Path(path), plot=option == "--plot")
+    store_in = None if args.no_store else Path(args.store_in or args.model)
+    if store_in is not None:
+        try:
+            check_pipeline_folder(store_in)  # --store-in may name a folder of other files
+        except ValueError as error:
+            raise SystemExit(f"python -m spacy_pairatt calibrate: error: {describe_error(error)}") from error
     nlp = spacy.load(args.model)
     parsers = [name for name, pipe in nlp.pipeline if hasattr(pipe, "decode_chunks")]
     if not parsers:
@@ -45,13 +51,10 @@ def calibrate(args) -> None:
     if args.plot:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         plot_reliability(report, args.plot)
-    if not args.no_store:
+    if store_in is not None:
         parser.cfg.update(arc_temperature=report["arc_temperature"], label_temperature=report["label_temperature"])
-        try:
-            replace_pipeline_folder(Path(args.store_in or args.model), nlp.to_disk)
-        except ValueError as error:  # --store-in names a folder of other files
-            raise SystemExit(f"python -m spacy_pairatt calibrate: error: {describe_error(error)}") from error
-        report["stored_in"] = str(args.store_in or args.model)
+        replace_pipeline_folder(store_in, nlp.to_disk)
+        report["stored_in"] = str(store_in)
     print(write_json(args.output, report, sort_keys=True) if args.output else json.dumps(report, indent=2))
 
 
