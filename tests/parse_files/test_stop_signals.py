@@ -119,7 +119,7 @@ def test_workers_die_with_a_killed_parent_and_the_next_run_removes_its_partial_f
         capture_output=True, text=True, cwd=REPO, timeout=WAIT_SECONDS,
     )  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
-    assert partial_files(output) == [] and "One more line" in output.read_text()
+    assert partial_files(output) == [] and "# text = One" in output.read_text()
 
 
 @pytest.mark.parametrize("command", ["parse", "review"])
