@@ -129,8 +129,9 @@ def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: 
                 with stop_signals_held():  # a worker started is a worker that the cleanup ends
                     workers.append(Worker(context, nlp, batch_size))
             worker = workers[index % n_process]
-            worker.tasks.put(batch)
-            in_flight.append((worker, batch))
+            with stop_signals_held():  # a stop inside Queue.put could keep its lock, which the cleanup takes
+                worker.tasks.put(batch)
+                in_flight.append((worker, batch))
             return
 
     try:
