@@ -716,7 +716,7 @@ def run_in_own_group(argv: List[str], output: Path, interrupt: Optional[str]) ->
     sent = False
     deadline = time.monotonic() + SUBPROCESS_SECONDS
     while interrupt and not sent and process.poll() is None and time.monotonic() < deadline:
-        if any(output.glob(".shards-run-*/.shard-*.partial")):
+        if any(output.glob(".shards-run.staging-*/.shard-*.partial-*")):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGINT) if interrupt == "SIGINT" else process.send_signal(signal.SIGTERM)
             sent = True

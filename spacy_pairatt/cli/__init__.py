@@ -5,6 +5,7 @@ import os
 import sys
 
 from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
+from ..signals import stop_signals_interrupt
 from . import (
     ablation,
     attention_curve,
@@ -45,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1."""
+    """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1;
+    so does a stop signal (SIGINT, SIGTERM, SIGHUP), once the command has cleaned up (`spacy_pairatt.signals`)."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not hasattr(args, "config_overrides"):
@@ -54,7 +56,8 @@ def main(argv=None) -> None:
         args.config_overrides = unknown  # spaCy's --section.key value, for the commands that train
     command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
     try:
-        args.func(args)
+        with stop_signals_interrupt():
+            args.func(args)
     except BrokenPipeError:  # stdout's reader stopped (`| head`): it has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet
         raise SystemExit(0) from None

@@ -2,51 +2,93 @@
 
 import heapq
 import json
+import os
 import sys
 from pathlib import Path
 
+from .errors import describe_error
 from .parse import at_least_one
 
 
 def calibrate(args) -> None:
-    """Fit the temperatures on dev, store them in the pipeline, report calibration on dev and test."""
+    """Fit the temperatures on dev, store them in the pipeline, report calibration on dev and test.
+
+    Every path is checked before the pipeline loads, and the plot is drawn before anything is stored,
+    so a mistake leaves the pipeline as it was. The pipeline is stored beside MODEL (or --store-in) and
+    swapped in by rename: a run stopped at any moment leaves the old pipeline or the new one."""
     import spacy
 
     from ..evaluation.calibration import calibration_report, collect_decoded, plot_reliability
     from ..json_files import write_json
     from ..provenance import model_provenance, provenance
+    from ..scratch import check_pipeline_folder, replace_pipeline_folder
 
     for path in (args.model, args.dev, args.test):
         if not Path(path).exists():
             raise SystemExit(f"python -m spacy_pairatt calibrate: error: there is nothing at {path}")
+    for option, path in (("--plot", args.plot), ("--output", args.output)):
+        if path:
+            check_output_file(option, Path(path), plot=option == "--plot")
+    store_in = None if args.no_store else Path(args.store_in or args.model)
+    if store_in is not None:
+        try:
+            check_pipeline_folder(store_in)  # --store-in may name a folder of other files
+        except ValueError as error:
+            raise SystemExit(f"python -m spacy_pairatt calibrate: error: {describe_error(error)}") from error
     nlp = spacy.load(args.model)
     parsers = [name for name, pipe in nlp.pipeline if hasattr(pipe, "decode_chunks")]
     if not parsers:
         raise SystemExit(f"python -m spacy_pairatt calibrate: error: {args.model} has no pairatt_parser")
     parser = nlp.get_pipe(parsers[0])
     parser.cfg.update(arc_temperature=1.0, label_temperature=1.0)
-    report = calibration_report(collect_decoded(nlp, args.dev), collect_decoded(nlp, args.test))
+    try:
+        report = calibration_report(collect_decoded(nlp, args.dev), collect_decoded(nlp, args.test))
+    except ValueError as error:  # an empty corpus, Docs without gold parses
+        raise SystemExit(f"python -m spacy_pairatt calibrate: error: {describe_error(error)}") from error
     report.update(model=str(args.model), dev=str(args.dev), test=str(args.test), parser=parsers[0])
     report["model_config"] = model_provenance(nlp, args.model)
     report["provenance"] = provenance(seed=report["model_config"]["seed"])
-    if not args.no_store:
-        parser.cfg.update(arc_temperature=report["arc_temperature"], label_temperature=report["label_temperature"])
-        nlp.to_disk(args.store_in or args.model)
-        report["stored_in"] = str(args.store_in or args.model)
     if args.plot:
+        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         plot_reliability(report, args.plot)
+    if store_in is not None:
+        parser.cfg.update(arc_temperature=report["arc_temperature"], label_temperature=report["label_temperature"])
+        replace_pipeline_folder(store_in, nlp.to_disk)
+        report["stored_in"] = str(store_in)
     print(write_json(args.output, report, sort_keys=True) if args.output else json.dumps(report, indent=2))
+
+
+def check_output_file(option: str, path: Path, plot: bool = False) -> None:
+    """A one-line SystemExit when `path` cannot be written: a folder, under a file, in a folder this
+    user cannot write, or (plot) an image format matplotlib does not know."""
+    fail = f"python -m spacy_pairatt calibrate: error: {option} {path}"
+    if path.is_dir():
+        raise SystemExit(f"{fail} is a folder")
+    folder = next(parent for parent in path.absolute().parents if parent.exists())
+    if not folder.is_dir():
+        raise SystemExit(f"{fail}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SystemExit(f"{fail}: cannot write in {folder}")
+    if plot and path.suffix:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = FigureCanvasBase.get_supported_filetypes()
+        if path.suffix[1:].lower() not in formats:
+            raise SystemExit(
+                f"{fail}: matplotlib writes no {path.suffix} files (it writes {', '.join(sorted(formats))})"
+            )
 
 
 def review(args) -> None:
     """Parse a file and list its least confident sentences first: where a person should look."""
     from ..parse_files.errors import ParseCommandError
-    from ..parse_files.files import open_input
+    from ..parse_files.files import check_output_is_not_input, open_input
     from ..parse_files.parsing import StopAtError, load_pipeline, parse_docs
     from ..parse_files.reading import SOURCE_KEY, read_documents
     from ..parse_files.writing import json_record_line
 
     try:
+        check_output_is_not_input(args.input, args.output)
         with open_input(args.input) as stream:
             nlp = load_pipeline(args.model)
             check_stores_confidence(nlp, args.model)

@@ -1,10 +1,12 @@
 """fetch-ud, fetch-ptb, ptb-convert, fetch-semeval, semeval-convert, fetch-docred, docred-convert:
 the data sets into a folder, and converted to .spacy files (`spacy_pairatt.corpora`)."""
 
+import urllib.error
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from ..split_encoders import DownloadFailed
 from .errors import describe_error
 
 
@@ -15,14 +17,19 @@ def fetch_ud(args) -> None:
         fetch_ud_ewt(Path(args.dest), Path(args.local) if args.local else None)
 
 
+# What a failed download raises; any other OSError is a local one (a full disk, a folder not writable).
+DOWNLOAD_ERRORS = (urllib.error.URLError, ConnectionError, TimeoutError, DownloadFailed)
+
+
 @contextmanager
 def fetch_errors(args) -> Iterator[None]:
-    """fetch-*: a failed download (no network) or a bad checksum in one line, naming the --local folder."""
+    """fetch-*: a bad checksum or destination, a file that cannot be written (its path and the cause), or a
+    failed download (no network: naming the --local folder, which could have spared it) in one line."""
     try:
         yield
-    except ValueError as error:  # a checksum that does not match
+    except ValueError as error:  # a checksum that does not match, a destination that is not the data's
         raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {describe_error(error)}") from error
-    except OSError as error:  # no network, or a file that cannot be written
+    except DOWNLOAD_ERRORS as error:
         reason = getattr(error, "reason", None) or describe_error(error)
         if not args.local:
             where = "no --local folder was given"

@@ -168,6 +168,12 @@ def collect_decoded(nlp, data: str, batch_size: int = 64, parser_name: str = "")
     examples = list(Corpus(data)(nlp))
     if not examples:
         raise ValueError(f"{data} holds no documents")
+    unparsed = [number for number, example in enumerate(examples) if not example.reference.has_annotation("DEP")]
+    if unparsed:
+        raise ValueError(
+            f"{data}: {len(unparsed)} of its {len(examples)} documents have no gold parse (heads and labels), "
+            f"the first is document {unparsed[0]}: calibration needs a treebank"
+        )
     chunks = []
     for start in range(0, len(examples), batch_size):
         batch = examples[start : start + batch_size]

@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import threading
-import uuid
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import islice
@@ -29,6 +28,8 @@ from spacy.language import Language
 from spacy.tokens import DocBin
 from tqdm import tqdm
 
+from ..scratch import remove_stale_scratch, renamed_scratch, scratch_path
+from ..signals import stop_signals_held, stop_signals_ignored
 from .errors import ParseCommandError, check_choice, check_counts, flat_message
 from .files import OutputTarget, open_input
 from .parsing import load_pipeline, parse_docs
@@ -36,7 +37,7 @@ from .reading import INPUT_FORMATS, read_documents
 from .writing import progress_bar, write_docs
 
 SHARD_SUFFIXES = {"conllu": ".conllu", "json": ".jsonl", "docbin": ".spacy"}
-STAGING_PREFIX = ".shards-run-"  # hidden, so that it is not taken for shards (`shard-*`)
+STAGING_NAME = "shards-run"  # its scratch folders are hidden, so not taken for shards (`shard-*`)
 # Read by the `distributed` package when a worker process starts, before any of our code runs there.
 WORKER_LOG_LEVEL_VARIABLE = "DASK_LOGGING__DISTRIBUTED"
 # One loaded pipeline per (model, tokenizer) for each worker process: loading takes seconds, a shard may not.
@@ -106,8 +107,8 @@ def dask_client(scheduler_address: Optional[str], n_workers: int, verbose: bool 
     """A client of the cluster at scheduler_address, or of a LocalCluster started and closed here.
 
     The LocalCluster's workers are processes with one thread each: the pipeline is not shared
-    between threads, and torch gets one core per worker. They ignore SIGINT, so that a Ctrl-C (sent
-    to the whole process group) stops only this process, which cancels the run and closes the
+    between threads, and torch gets one core per worker. They ignore SIGINT and SIGHUP, so that a Ctrl-C or a
+    hangup (sent to the whole process group) stops only this process, which cancels the run and closes the
     cluster. Dask's own logs (from this process and from the workers) are shown only when verbose.
     """
     with dask_logs(verbose):
@@ -121,7 +122,8 @@ def dask_client(scheduler_address: Optional[str], n_workers: int, verbose: bool 
             return
         quiet = logging.WARNING if verbose else logging.CRITICAL
         with ExitStack() as stack:
-            with sigint_ignored():  # a Ctrl-C while the workers start is lost: the price of quiet workers
+            # a Ctrl-C or hangup while the workers start is lost: the price of quiet workers
+            with stop_signals_ignored((signal.SIGINT, signal.SIGHUP)):
                 cluster = stack.enter_context(
                     LocalCluster(
                         n_workers=n_workers,
@@ -156,58 +158,26 @@ def dask_logs(verbose: bool) -> Iterator[None]:
 
 
 @contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT while processes are started: they inherit it (Python keeps an ignored SIGINT), so a
-    Ctrl-C, which the terminal sends to the whole process group, reaches only this process's handler."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the run is, so that it is cleaned up as after a Ctrl-C."""
-
-
-@contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM raises Terminated (a KeyboardInterrupt) in the main thread while the run lasts."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminate(signum, frame):
-        raise Terminated(f"signal {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
 def staged_run(output: Path) -> Iterator[Path]:
-    """A folder inside `output`, private to this run, where its tasks write their shards.
+    """A folder inside `output`, private to this run, where its tasks write their shards (scratch:
+    a killed run's is removed by the next run).
 
     Whatever happens, it is gone at the end: renamed first, so that a task still running on a worker
     (Dask cannot stop one) holds a path that no longer exists and writes nothing; then removed.
     """
-    staging = output / f"{STAGING_PREFIX}{uuid.uuid4().hex}"
+    remove_stale_scratch(output / STAGING_NAME)
+    staging = scratch_path(output / STAGING_NAME, "staging")
     staging.mkdir()
     try:
         yield staging
     finally:
-        discarded = staging.with_name(f"{staging.name}.discarded")
-        try:
-            staging.rename(discarded)
-        except FileNotFoundError:
-            pass
-        shutil.rmtree(discarded, ignore_errors=True)
+        discarded = renamed_scratch(staging, "discarded")
+        with stop_signals_held():
+            try:
+                staging.rename(discarded)
+            except FileNotFoundError:
+                pass
+            shutil.rmtree(discarded, ignore_errors=True)
 
 
 def shard_result(future: Future) -> Path:
@@ -261,7 +231,8 @@ def parse_shards(
     reachable from every worker at the same paths. output_dir must hold no shard files yet.
     Shards are submitted while the input is scanned, so workers start before the scan ends.
 
-    An error or an interrupt (KeyboardInterrupt; SIGTERM raises Terminated, one) cancels the tasks
+    An error or an interrupt (KeyboardInterrupt; under the command, SIGTERM and SIGHUP raise one too:
+    `spacy_pairatt.signals`) cancels the tasks
     and leaves no shard files, whatever the tasks still running do later (see `staged_run`), so the
     same command can be run again at once. verbose: show Dask's logs (from the workers too).
     bounded_memory: each worker's pipeline bounds its heap (`load_pipeline`).
@@ -289,7 +260,7 @@ def parse_shards(
     # Workers may run in another directory: send them absolute paths (a package name stays a name).
     model = str(Path(model).resolve()) if Path(model).exists() else model
     input_path = str(Path(input_path).resolve())
-    with sigterm_interrupts(), staged_run(output) as staging:
+    with staged_run(output) as staging:
         with dask_client(scheduler_address, n_workers, verbose) as client:
             futures = []
             try:

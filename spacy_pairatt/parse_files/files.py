@@ -3,12 +3,13 @@ place, or a temporary file renamed over the target only when the whole input is 
 
 import os
 import sys
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, NoReturn, Optional, TextIO
 
+from ..scratch import remove_stale_scratch, scratch_path
+from ..signals import stop_signals_held
 from .errors import ParseCommandError
 
 
@@ -62,8 +63,9 @@ class OutputTarget:
 
     @contextmanager
     def open(self) -> Iterator[Output]:
-        """stdout; a special file (/dev/null, a FIFO) written in place; else a temporary file beside
-        the target, renamed over it on success and removed on failure."""
+        """stdout; a special file (/dev/null, a FIFO) written in place; else a scratch file beside the
+        target (`spacy_pairatt.scratch`), renamed over it on success and removed on failure, and a
+        killed run's scratch removed first."""
         self.in_place = self.existed = False
         if self.is_stdout:
             output = Output(sys.stdout, "stdout")
@@ -82,8 +84,10 @@ class OutputTarget:
         if not target.parent.is_dir():
             raise ParseCommandError(f"cannot write the output {self.path}: there is no folder {target.parent}")
         mode = target.stat().st_mode & 0o7777 if self.existed else 0o666 & ~current_umask()
+        remove_stale_scratch(target)
+        temporary = scratch_path(target, "partial")
         try:
-            handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+            handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as error:
             raise ParseCommandError(f"cannot write the output {self.path}: {error.strerror or error}") from error
         try:
@@ -95,10 +99,11 @@ class OutputTarget:
             except OSError as error:
                 raise ParseCommandError(f"cannot write the output {self.path}: {error.strerror or error}") from error
         except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            with stop_signals_held():
+                try:
+                    os.unlink(temporary)
+                except OSError:
+                    pass
             raise
 
     @contextmanager
@@ -133,6 +138,18 @@ def current_umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return umask
+
+
+def check_output_is_not_input(input_path: str, output_path: Optional[str]) -> None:
+    """Refuse an output that is the input under any spelling or link: writing it would replace the input."""
+    if input_path == "-" or output_path in (None, "-") or not os.path.exists(output_path):
+        return
+    try:
+        same = os.path.samefile(input_path, output_path)
+    except OSError:  # the input is missing: open_input says so
+        return
+    if same:
+        raise ParseCommandError(f"the output {output_path} is the input {input_path}: choose another output file")
 
 
 @contextmanager

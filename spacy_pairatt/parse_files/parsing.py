@@ -20,7 +20,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from .errors import ParseCommandError, check_choice, check_counts, flat_message
-from .files import OutputTarget, open_input
+from .files import OutputTarget, check_output_is_not_input, open_input
 from .reading import INPUT_FORMATS, SourceDoc, batch_where, read_documents
 from .workers import parse_in_processes
 from .writing import TEXT_WRITERS, write_docs
@@ -180,6 +180,7 @@ def parse_file(
         raise ParseCommandError("docbin output is one DocBin per Dask shard: add --dask-workers N or --scheduler")
     check_choice("output format", output_format, tuple(TEXT_WRITERS))
     check_counts(batch_size, n_process)
+    check_output_is_not_input(input_path, output_path)
     with open_input(input_path) as stream:
         nlp = load_pipeline(model, tokenizer, bounded_memory)
         target = OutputTarget(output_path)

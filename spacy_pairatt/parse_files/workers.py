@@ -2,7 +2,6 @@
 
 import multiprocessing
 import os
-import signal
 import sys
 import time
 from collections import deque
@@ -13,6 +12,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import minibatch
 
+from ..signals import become_worker, stop_signals_held
 from .errors import ParseCommandError, flat_message
 from .reading import READ_SIZE, SourceDoc, batch_where
 
@@ -30,7 +30,8 @@ class Worker:
     def __init__(self, context, nlp: Language, batch_size: int):
         self.tasks = context.Queue()
         self.results, sender = context.Pipe(duplex=False)
-        self.process = context.Process(target=work, args=(nlp, self.tasks, sender, batch_size), daemon=True)
+        arguments = (nlp, self.tasks, sender, batch_size, os.getpid())
+        self.process = context.Process(target=work, args=arguments, daemon=True)
         self.process.start()
         sender.close()  # so that a worker's death reads as the end of its pipe here
 
@@ -81,9 +82,11 @@ class Worker:
         self.results.close()
 
 
-def work(nlp: Language, tasks, results, batch_size: int) -> None:
-    """A worker process's loop: a batch of SourceDocs in, ("docs", [bytes]) or ("error", text) out."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the workers
+def work(nlp: Language, tasks, results, batch_size: int, parent_pid: int) -> None:
+    """A worker process's loop: a batch of SourceDocs in, ("docs", [bytes]) or ("error", text) out.
+
+    Stop signals are the parent's to handle (it stops the workers); the worker dies with the parent."""
+    become_worker(parent_pid)
     try:
         while True:
             batch = tasks.get()
@@ -123,10 +126,12 @@ def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: 
     def send_next() -> None:
         for index, batch in batches:
             if index == len(workers) < n_process:
-                workers.append(Worker(context, nlp, batch_size))
+                with stop_signals_held():  # a worker started is a worker that the cleanup ends
+                    workers.append(Worker(context, nlp, batch_size))
             worker = workers[index % n_process]
-            worker.tasks.put(batch)
-            in_flight.append((worker, batch))
+            with stop_signals_held():  # a stop inside Queue.put could keep its lock, which the cleanup takes
+                worker.tasks.put(batch)
+                in_flight.append((worker, batch))
             return
 
     try:
@@ -143,5 +148,6 @@ def parse_in_processes(nlp: Language, sources: Iterable[SourceDoc], batch_size: 
         stopped = True
     finally:
         if not stopped:
-            for worker in workers:
-                worker.stop(kill=True)
+            with stop_signals_held():
+                for worker in workers:
+                    worker.stop(kill=True)

@@ -1,9 +1,13 @@
 """The parser's confidence on the Doc: values, settings, every serialization path, CLI and displaCy."""
 
 import json
+import os
 import random
+import shutil
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -361,3 +365,83 @@ def test_parse_writes_confidence_in_misc_and_json(initialized, tmp_path):
     assert [t["head_prob"] for t in record["tokens"]] == pytest.approx([t._.head_prob for t in expected], rel=1e-5)
     assert [t["head_candidates"][0][0] for t in record["tokens"]] == [t._.head_candidates[0][0] for t in expected]
     assert record["sentences"][0]["parse_confidence"] == pytest.approx(expected[:]._.parse_confidence, rel=1e-5)
+
+
+@pytest.fixture(scope="module")
+def calibration_files(initialized, tmp_path_factory):
+    """(a saved pipeline, dev and test .spacy of a few EWT sentences, an empty corpus, one without parses)."""
+    from spacy.training.converters import conllu_to_docs
+
+    nlp, _ = initialized
+    folder = tmp_path_factory.mktemp("calibration")
+    nlp.to_disk(folder / "model")
+    for split in ("dev", "test"):
+        conllu = write_first_sentences(UD_DIR / f"en_ewt-ud-{split}.conllu", 8, folder / f"{split}.conllu")
+        docs = conllu_to_docs(conllu.read_text(encoding="utf8"), n_sents=1)
+        DocBin(docs=docs).to_disk(folder / f"{split}.spacy")
+    DocBin().to_disk(folder / "empty.spacy")
+    DocBin(docs=[nlp.make_doc(text) for text in TEXTS if text]).to_disk(folder / "raw.spacy")
+    return folder
+
+
+def stored_state(model):
+    """What calibrate may change: the parser's cfg and the config, as files."""
+    return {name: (model / name).read_bytes() for name in ("config.cfg", "pairatt_parser/cfg")}
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_stop_signal_while_calibrate_saves_leaves_the_old_pipeline(calibration_files, tmp_path, monkeypatch, stop):
+    """The issue's case: a SIGTERM while it saved left transformer/model empty, a SIGINT a mix of new
+    config and old parser cfg. The signal comes once the new pipeline is half written."""
+    from spacy.language import Language
+
+    from spacy_pairatt.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(calibration_files / "model", model)
+    before = stored_state(model)
+    to_disk = Language.to_disk
+
+    def half_written(nlp, path, **options):
+        to_disk(nlp, path, **options)
+        (Path(path) / "pairatt_parser" / "model").unlink()
+        os.kill(os.getpid(), getattr(signal, stop))
+
+    monkeypatch.setattr(Language, "to_disk", half_written)
+    corpora = [calibration_files / "dev.spacy", calibration_files / "test.spacy"]
+    with pytest.raises(SystemExit, match="^python -m spacy_pairatt calibrate: interrupted$"):
+        main(["calibrate", str(model), *map(str, corpora), "--output", str(tmp_path / "report.json")])
+    assert stored_state(model) == before and sorted(os.listdir(tmp_path)) == ["model"]
+    monkeypatch.undo()
+    assert spacy.load(model).get_pipe("pairatt_parser").cfg["arc_temperature"] == 1.0
+
+
+def test_calibrate_checks_its_inputs_before_storing_anything(calibration_files, tmp_path):
+    from spacy_pairatt.cli import main
+
+    model = tmp_path / "model"
+    shutil.copytree(calibration_files / "model", model)
+    before = stored_state(model)
+    dev, test = str(calibration_files / "dev.spacy"), str(calibration_files / "test.spacy")
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("mine")
+    cases = [
+        (["--plot", str(tmp_path)], f"--plot {tmp_path} is a folder"),
+        (
+            ["--plot", str(tmp_path / "a-file" / "plot.png")],
+            f"--plot .*: {tmp_path / 'a-file'} is a file, not a folder",
+        ),
+        (["--plot", str(tmp_path / "plot.nope")], r"--plot .*plot.nope: matplotlib writes no .nope files \(it writes"),
+        (["--output", str(tmp_path / "a-file" / "report.json")], "--output .* is a file, not a folder"),
+        (["--store-in", str(tmp_path / "mine")], ".*mine holds files but no pipeline"),
+    ]
+    for options, message in cases:
+        with pytest.raises(SystemExit, match=f"^python -m spacy_pairatt calibrate: error: {message}") as exit:
+            main(["calibrate", str(model), dev, test, *options])
+        assert "\n" not in str(exit.value)
+    for corpus, message in (("empty.spacy", "holds no documents"), ("raw.spacy", "3 of its 3 documents have no gold")):
+        with pytest.raises(SystemExit, match=f"^python -m spacy_pairatt calibrate: error: .*{corpus}.*{message}"):
+            main(["calibrate", str(model), str(calibration_files / corpus), test])
+    assert stored_state(model) == before and (tmp_path / "mine" / "keep.txt").read_text() == "mine"
+    assert sorted(os.listdir(tmp_path)) == ["a-file", "mine", "model"]

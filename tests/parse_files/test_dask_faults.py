@@ -75,23 +75,26 @@ def stderr_lines(text):
     return [line for line in text.splitlines() if line.strip()]
 
 
-@pytest.mark.parametrize("stop", ["sigint_to_group", "sigterm"])
+@pytest.mark.parametrize("stop", ["sigint_to_group", "sigterm", "sighup_to_group"])
 def test_an_interrupt_mid_run_leaves_no_shards_and_the_rerun_succeeds(dask_files, tmp_path, stop):
     """Sent while a task is writing its shard (its partial file exists); once every process of the run is
-    gone, nothing is in the output directory, so no late write can come; the same command then succeeds."""
+    gone, nothing is in the output directory, so no late write can come; the same command then succeeds.
+    A killed run's staging folder (its process is gone) is removed by the rerun."""
     fast_model, long_input = dask_files
     output = tmp_path / "shards"
     process = start(dask_command(fast_model, long_input, output))
-    wait_for(lambda: any(output.glob(".shards-run-*/.shard-*.partial")), "a task writing its shard")
-    if stop == "sigint_to_group":
-        os.killpg(process.pid, signal.SIGINT)
-    else:
+    wait_for(lambda: any(output.glob(".shards-run.staging-*/.shard-*.partial-*")), "a task writing its shard")
+    if stop == "sigterm":
         process.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(process.pid, signal.SIGINT if stop == "sigint_to_group" else signal.SIGHUP)
     _, stderr = process.communicate(timeout=WAIT_SECONDS)
     wait_for(lambda: group_gone(process.pid), "the workers to end")
     assert process.returncode == 1
     assert stderr_lines(stderr) == ["python -m spacy_pairatt parse: interrupted"]
     assert list(output.iterdir()) == []
+    killed = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (output / f".shards-run.staging-{int(killed.stdout)}-0123abcd").mkdir()
 
     rerun = subprocess.run(dask_command(fast_model, long_input, output), capture_output=True, text=True, cwd=REPO,
                            timeout=WAIT_SECONDS)  # fmt: skip

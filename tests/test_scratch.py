@@ -1,0 +1,94 @@
+"""Scratch beside a target and folders swapped by rename (`spacy_pairatt.scratch`), under the stop
+signals of `spacy_pairatt.signals`: a stopped write leaves the old folder and no scratch, a stop
+during the swap is taken once the new folder is in place, a killed run's scratch is removed (or put
+back) by the next run, and nothing that is not scratch is ever touched."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from spacy_pairatt import scratch
+from spacy_pairatt.scratch import remove_stale_scratch, replace_folder, scratch_path
+from spacy_pairatt.signals import Interrupted, stop_signals_held, stop_signals_interrupt
+
+
+def dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True).stdout)
+
+
+def folder_with(path, name, text):
+    path.mkdir()
+    (path / name).write_text(text)
+
+
+def contents(folder):
+    return {path.name: path.read_text() for path in folder.iterdir()}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_while_writing_keeps_the_old_folder(tmp_path, stop):
+    target = tmp_path / "model"
+    folder_with(target, "weights", "old")
+
+    def write(folder):
+        (folder / "weights").write_text("half of the new")
+        os.kill(os.getpid(), stop)
+
+    with pytest.raises(Interrupted, match=signal.Signals(stop).name), stop_signals_interrupt():
+        replace_folder(target, write)
+    assert contents(target) == {"weights": "old"} and os.listdir(tmp_path) == ["model"]
+
+
+@pytest.mark.parametrize("can_exchange", [True, False])
+def test_a_stop_during_the_swap_is_taken_once_the_new_folder_is_in_place(tmp_path, monkeypatch, can_exchange):
+    target = tmp_path / "model"
+    folder_with(target, "weights", "old")
+    swap = scratch.swap_into_place
+
+    def swap_then_stop(new, old):
+        os.kill(os.getpid(), signal.SIGTERM)  # held: taken when the step is done
+        return swap(new, old)
+
+    monkeypatch.setattr(scratch, "swap_into_place", swap_then_stop)
+    if not can_exchange:  # the two renames of file systems without an atomic exchange
+        monkeypatch.setattr(scratch, "exchange", lambda first, second: False)
+    with pytest.raises(Interrupted), stop_signals_interrupt():
+        replace_folder(target, lambda folder: (folder / "weights").write_text("new"))
+    assert contents(target) == {"weights": "new"} and os.listdir(tmp_path) == ["model"]
+
+
+def test_held_steps_take_a_stop_at_their_end_but_not_over_their_own_error():
+    with stop_signals_interrupt():
+        with pytest.raises(Interrupted):
+            with stop_signals_held():
+                os.kill(os.getpid(), signal.SIGHUP)
+                done = True
+        assert done
+        with pytest.raises(ValueError):
+            with stop_signals_held():
+                os.kill(os.getpid(), signal.SIGHUP)
+                raise ValueError("the step's own error")
+
+
+def test_a_killed_runs_scratch_is_removed_and_a_folder_kept_aside_is_put_back(tmp_path):
+    target, dead = tmp_path / "model", dead_pid()
+    kept_aside = tmp_path / f".model.previous-{dead}-0123abcd"
+    folder_with(kept_aside, "weights", "old")  # killed between the two renames: no `model`
+    staging = tmp_path / f".model.staging-{dead}-89abcdef"
+    folder_with(staging, "weights", "new, unfinished")
+    partial = tmp_path / f".model.partial-{dead}-01234567"
+    partial.write_text("")
+    mine = [
+        tmp_path / name
+        for name in (".model.previous", f".model.notes-{dead}-0123abcd", f".other.staging-{dead}-0123abcd")
+    ]
+    for path in mine:
+        path.write_text("the user's")
+    running = scratch_path(target, "staging")  # this process's: in use
+    running.mkdir()
+    assert sorted(remove_stale_scratch(target)) == sorted([staging, partial])
+    assert contents(target) == {"weights": "old"}
+    assert sorted(os.listdir(tmp_path)) == sorted(["model", running.name] + [path.name for path in mine])
