@@ -15,9 +15,10 @@ from tests.conftest import REPO
 SETUP = (REPO / "setup.py").read_text(encoding="utf8")
 # "name = module:function", with the implicit concatenation of a string split over two lines undone.
 ENTRY_POINTS = re.findall(r'"([\w.-]+) = (spacy_pairatt[\w.]+):(\w+)"', re.sub(r'"\s*\n\s*"', "", SETUP))
-GROUPS = dict(re.findall(r'"spacy_(\w+)": \[([^\]]*)\]', SETUP, flags=re.S))
+GROUPS = dict(re.findall(r'"(?:spacy|thinc)_(\w+)": \[([^\]]*)\]', SETUP, flags=re.S))
 REGISTRIES = {"factories": None, "scorers": "scorers", "readers": "readers", "callbacks": "callbacks", "misc": "misc"}
 REGISTRIES |= {"architectures": "architectures", "span_getters": "span_getters", "tokenizers": "tokenizers"}
+REGISTRIES |= {"schedules": "schedules"}
 
 LAZY_IMPORTS = """
 import json, sys
