@@ -9,8 +9,8 @@ from importlib.metadata import PackageNotFoundError, distribution, requires
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from spacy_pairatt.provenance import provenance
-from spacy_pairatt.reports import report_json
+from spacy_pairatt.reporting.provenance import provenance
+from spacy_pairatt.reporting.tables import report_json
 
 FOLDERS = ("assets", "corpus", "training/pairatt/model-best")
 

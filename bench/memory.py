@@ -51,8 +51,8 @@ from spacy_pairatt.integration.memory import (
     preloading,
     set_mmap_threshold,
 )
-from spacy_pairatt.json_files import write_json
-from spacy_pairatt.provenance import provenance
+from spacy_pairatt.reporting.json_files import write_json
+from spacy_pairatt.reporting.provenance import provenance
 
 CORPUS = tuple(f"corpus/ud_ewt/en_ewt-ud-{split}.spacy" for split in ("train", "dev", "test"))
 SPEED_BLOCK_WORDS = 30_000

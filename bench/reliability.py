@@ -67,8 +67,8 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main as cli_main
-from spacy_pairatt.json_files import write_json
 from spacy_pairatt.parse_files import parsing, reading, writing
+from spacy_pairatt.reporting.json_files import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 METRICS = ("hangs", "tracebacks", "documents_lost", "wrong_outcomes", "invalid_outputs")
@@ -988,7 +988,7 @@ def main() -> None:
     parser.add_argument("--output-json", default="results/reliability.json")
     parser.add_argument("--output-md", default="results/reliability.md")
     args = parser.parse_args()
-    from spacy_pairatt.provenance import library_versions, provenance
+    from spacy_pairatt.reporting.provenance import library_versions, provenance
 
     started = time.time()
     result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder,

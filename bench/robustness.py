@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from spacy_pairatt.json_files import write_json
+from spacy_pairatt.reporting.json_files import write_json
 
 TEST = "tests/test_robustness.py::test_random_text_and_tokenizations_give_one_tree_per_sentence"
 

@@ -23,8 +23,8 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_pairatt.json_files import json_text, write_json  # noqa: E402
-from spacy_pairatt.provenance import provenance  # noqa: E402
+from spacy_pairatt.reporting.json_files import json_text, write_json  # noqa: E402
+from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
 
 
 def run(command, log: Optional[Path]) -> int:

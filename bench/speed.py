@@ -37,9 +37,9 @@ from thinc.api import NumpyOps, fix_random_seed, get_current_ops
 
 import spacy_pairatt.components.parser as parser_module
 from spacy_pairatt.core.decoding import decode_batch
-from spacy_pairatt.json_files import write_json
 from spacy_pairatt.layers.fused_attention import FUSED_CLASSES
-from spacy_pairatt.provenance import provenance
+from spacy_pairatt.reporting.json_files import write_json
+from spacy_pairatt.reporting.provenance import provenance
 
 
 def words_per_second(run: Callable[[List], None], docs: List, n_words: int, vocab) -> float:
@@ -61,7 +61,7 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
             transformer_alone(batch)
 
     def pairatt_storing(confidence: str):
-        """(b) with the parser storing this much confidence on the Doc (`spacy_pairatt.confidence`)."""
+        """(b) with the parser storing this much confidence on the Doc (`spacy_pairatt.integration.confidence`)."""
 
         def run(batch):
             parser = pairatt.get_pipe("pairatt_parser")

@@ -15,7 +15,7 @@ def main(argv=None) -> None:
     parser.add_argument("--parser-only", action="store_true", help="with --model-card: the parser alone's card")
     args = parser.parse_args(argv)
     root = Path(args.root)
-    from spacy_pairatt.json_files import write_text
+    from spacy_pairatt.reporting.json_files import write_text
 
     from .limits import model_card_notes
     from .plan import doc_files, regenerate

@@ -10,7 +10,7 @@ from string import Formatter
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from spacy_pairatt.evaluation.ud_eval import METRICS, f1_percent
-from spacy_pairatt.reports import results_table
+from spacy_pairatt.reporting.tables import results_table
 
 from .plan import BLOCKS
 from .results import MissingFigure, Results, Sources, speed_days_note

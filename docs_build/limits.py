@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import List, Optional
 
-from spacy_pairatt.reports import (
+from spacy_pairatt.reporting.tables import (
     HEAP_SPEED_BAR,
     heap_growth_targets,
     heap_growth_within_bars,
@@ -58,8 +58,8 @@ def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
 
 
 def heap(results: Results, ud_pipeline: bool = True) -> Optional[str]:
-    """What the memory benchmark measured of a long parse's heap: under jemalloc, which the command line
-    runs under where it is installed, and on glibc's malloc; nothing once glibc's is within the targets."""
+    """A long parse's heap with bounded memory (opt-in), as the memory bench measured it: under jemalloc
+    where installed, and on glibc's malloc; nothing once glibc's is within the targets."""
     memory = FILES.json(results, "memory")
     if memory is None:
         return PROSE("heap-not-measured")

@@ -9,7 +9,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from spacy_pairatt.reports import replace_marked_block
+from spacy_pairatt.reporting.tables import replace_marked_block
 
 from .results import Results, Sources, source_note
 

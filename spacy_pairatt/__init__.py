@@ -33,13 +33,13 @@ LAZY = {
     "ArcScores": "layers.pair_scorer",
     "DecodedChunk": "components.parser",
     "Relation": "integration.doc_relations",
-    "SentenceConfidence": "confidence",
+    "SentenceConfidence": "integration.confidence",
     # functions
     "get_relations": "integration.doc_relations",
     "set_relations": "integration.doc_relations",
     "render_relations": "integration.doc_relations",
-    "render_parse": "confidence",
-    "least_confident_sentences": "confidence",
+    "render_parse": "integration.confidence",
+    "least_confident_sentences": "integration.confidence",
     "tree_marginals": "core.marginals",
     "decode_heads": "core.decoding",
 }
@@ -59,7 +59,7 @@ def __dir__():
 
 
 def _register_extensions() -> None:
-    from .confidence import register_confidence_extensions
+    from .integration.confidence import register_confidence_extensions
 
     register_confidence_extensions()
 

@@ -26,7 +26,7 @@ for group in ("factories", "architectures", "scorers", "readers", "misc", "span_
 print(json.dumps({"import": after_import, "runtime": sorted(sys.modules), "entry_points": loaded}))
 """
 NOT_RUNTIME = ("spacy_pairatt.study", "spacy_pairatt.evaluation", "spacy_pairatt.cli", "docs_build",
-               "spacy_pairatt.shipped_pipeline", "spacy_pairatt.parse_files",
+               "spacy_pairatt.packaging.shipped_pipeline", "spacy_pairatt.parse_files",
                "matplotlib", "lightgbm", "dask", "distributed")  # fmt: skip
 
 
@@ -50,3 +50,19 @@ def test_the_public_names_are_the_relations_type_and_its_picture():
 
     assert spacy_pairatt.Relation is doc_relations.Relation
     assert spacy_pairatt.render_relations is doc_relations.render_relations
+
+
+def test_the_architecture_map_names_every_folder_and_top_level_module_and_nothing_else():
+    """docs/architecture.md's map of spacy_pairatt/ is the package as it is: no folder or module left off,
+    none named that is gone."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "architecture.md").read_text(encoding="utf8")
+    tree = text.split("```\nspacy_pairatt/\n", 1)[1].split("```", 1)[0]
+    named = {line.split()[0] for line in tree.splitlines() if line.startswith("  ") and not line.startswith("   ")}
+    named.discard("#")
+    package = root / "spacy_pairatt"
+    present = {f"{path.name}/" for path in package.iterdir() if (path / "__init__.py").is_file()}
+    present |= {path.name for path in package.glob("*.py")}
+    assert named == present

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
-from spacy_pairatt.shipped_pipeline import package_requirements
+from spacy_pairatt.packaging.shipped_pipeline import package_requirements
 from tests.conftest import REPO, examples_from_docs, make_pipeline
 
 TEXT = "The parser reads the attention between words. It builds one tree per sentence!"

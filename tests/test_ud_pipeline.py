@@ -19,9 +19,9 @@ from spacy.training.converters import conllu_to_docs
 
 from docs_build.limits import model_card_notes
 from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files, write_results
+from spacy_pairatt.packaging.shipped_pipeline import assemble_pipeline
 from spacy_pairatt.parse_files.parsing import parse_file
-from spacy_pairatt.reports import percent
-from spacy_pairatt.shipped_pipeline import assemble_pipeline
+from spacy_pairatt.reporting.tables import percent
 from tests.conftest import REPO, UD_DIR, write_first_sentences
 
 N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests

@@ -4,8 +4,8 @@ import argparse
 import os
 import sys
 
-from .. import provenance  # noqa: F401 (results files name the code as it was when the command started)
-from ..signals import stop_signals_interrupt
+from ..reporting import provenance  # noqa: F401 (results files name the code as it was when the command started)
+from ..runs.signals import stop_signals_interrupt
 from . import (
     ablation,
     attention_curve,
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1;
-    so does a stop signal (SIGINT, SIGTERM, SIGHUP), once the command has cleaned up (`spacy_pairatt.signals`)."""
+    so does a stop signal (SIGINT, SIGTERM, SIGHUP), once the command has cleaned up (`spacy_pairatt.runs.signals`)."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown and not hasattr(args, "config_overrides"):

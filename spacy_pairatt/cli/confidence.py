@@ -1,4 +1,4 @@
-"""calibrate, review: how sure the parser is (`spacy_pairatt.confidence`), measured and put to use."""
+"""calibrate, review: how sure the parser is (`spacy_pairatt.integration.confidence`), measured and put to use."""
 
 import heapq
 import json
@@ -19,9 +19,9 @@ def calibrate(args) -> None:
     import spacy
 
     from ..evaluation.calibration import calibration_report, collect_decoded, plot_reliability
-    from ..json_files import write_json
-    from ..provenance import model_provenance, provenance
-    from ..scratch import check_pipeline_folder, replace_pipeline_folder
+    from ..reporting.json_files import write_json
+    from ..reporting.provenance import model_provenance, provenance
+    from ..runs.scratch import check_pipeline_folder, replace_pipeline_folder
 
     for path in (args.model, args.dev, args.test):
         if not Path(path).exists():

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ..split_encoders import DownloadFailed
+from ..packaging.split_encoders import DownloadFailed
 from .errors import describe_error
 
 

@@ -1,4 +1,4 @@
-"""fetch-mpnet, encoders-table: the base-size encoder into a folder (`spacy_pairatt.split_encoders`),
+"""fetch-mpnet, encoders-table: the base-size encoder into a folder (`spacy_pairatt.packaging.split_encoders`),
 and the encoder comparison's results file and table (`spacy_pairatt.study.encoders_table`)."""
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from .corpora import fetch_errors
 
 
 def fetch_mpnet(args) -> None:
-    from ..split_encoders import ALL_MPNET_BASE_V2, fetch_split_encoder
+    from ..packaging.split_encoders import ALL_MPNET_BASE_V2, fetch_split_encoder
 
     with fetch_errors(args):
         fetch_split_encoder(ALL_MPNET_BASE_V2, Path(args.dest), Path(args.local) if args.local else None)

@@ -9,7 +9,7 @@ from .parse import at_least_one
 
 def evaluate_command(args) -> None:
     from ..evaluation.parser_eval import evaluate_pipeline
-    from ..reports import report_json
+    from ..reporting.tables import report_json
 
     if args.gpu_id >= 0:
         import spacy
@@ -21,7 +21,7 @@ def evaluate_command(args) -> None:
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt evaluate: error: {error}") from error
     if args.arcs:
-        from ..json_files import write_json
+        from ..reporting.json_files import write_json
 
         write_json(args.arcs, result.pop("arc_counts"), compact=True)
     report_json(result, args.output)
@@ -29,7 +29,7 @@ def evaluate_command(args) -> None:
 
 def evaluate_relations(args) -> None:
     from ..evaluation.relation_eval import evaluate_docred, evaluate_semeval
-    from ..reports import report_json
+    from ..reporting.tables import report_json
 
     if args.command == "semeval-evaluate":
         result = evaluate_semeval(args.model, args.data)
@@ -42,8 +42,8 @@ def relations_table_command(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
-    from ..reports import relations_table as tabulate
-    from ..reports import report_json
+    from ..reporting.tables import relations_table as tabulate
+    from ..reporting.tables import report_json
 
     rows = []
     for spec in args.results:
@@ -55,7 +55,7 @@ def relations_table_command(args) -> None:
     if args.output:
         Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
     if args.json:
-        from ..provenance import provenance
+        from ..reporting.provenance import provenance
 
         results = [{"name": name, **result} for name, result in rows]
         report_json({"results": results, "provenance": provenance()}, args.json)
@@ -66,7 +66,7 @@ def table(args) -> None:
     """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
     import json
 
-    from ..reports import results_table
+    from ..reporting.tables import results_table
 
     rows = []
     for spec in args.results:
@@ -102,7 +102,7 @@ def ud_eval(args) -> None:
 def ud_text(args) -> None:
     """The raw text of a CoNLL-U file's documents, one a line, for `parse` from raw text."""
     from ..evaluation.ud_eval import document_texts
-    from ..json_files import write_text
+    from ..reporting.json_files import write_text
 
     with open(args.conllu, encoding="utf8") as file:
         try:

@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-from ..provenance import command_as_typed
+from ..reporting.provenance import command_as_typed
 
 
 def probe(args) -> None:

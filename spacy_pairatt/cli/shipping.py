@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def assemble(args) -> None:
-    from ..shipped_pipeline import assemble_pipeline
+    from ..packaging.shipped_pipeline import assemble_pipeline
 
     try:
         assemble_pipeline(
@@ -23,7 +23,7 @@ def assemble(args) -> None:
 
 
 def demo(args) -> None:
-    from ..shipped_pipeline import parse_examples
+    from ..packaging.shipped_pipeline import parse_examples
 
     blank = next((text for text in args.text or [] if not text.strip()), None)
     if blank is not None:
@@ -35,7 +35,7 @@ def write_source_stamp(args) -> None:
     """Write the checkout's commit and code hashes, for a copy of its tree (a GPU machine's)."""
     import json
 
-    from ..provenance import SOURCE_STAMP_ENV, source_stamp
+    from ..reporting.provenance import SOURCE_STAMP_ENV, source_stamp
 
     try:
         stamp = source_stamp(Path(args.root).resolve())

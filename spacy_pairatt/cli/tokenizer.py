@@ -20,7 +20,7 @@ def ud_tokenize(args) -> None:
 
 def tokenizer_eval(args) -> None:
     from ..evaluation.tokenizer_eval import evaluate_tokenizers, write_tokenizer_results
-    from ..reports import tokenizer_tables
+    from ..reporting.tables import tokenizer_tables
 
     splits = {name: path for name, path in (("train", args.train), ("dev", args.dev), ("test", args.test)) if path}
     try:

@@ -13,7 +13,7 @@ from spacy.training import Corpus, Example
 from ..components.attention_release import AttentionRelease
 from ..core.decoding import DECODERS
 from ..integration.scoring import arc_counts, score_parse
-from ..provenance import model_provenance, provenance
+from ..reporting.provenance import model_provenance, provenance
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
 

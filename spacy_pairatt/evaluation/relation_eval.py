@@ -17,7 +17,7 @@ from ..corpora.readers import make_gold_spans_corpus
 from ..corpora.relation_metrics import tune_threshold
 from ..corpora.semeval import score_semeval, semeval_label
 from ..integration.doc_relations import ENTS, register_relations_extension
-from ..provenance import model_provenance, provenance
+from ..reporting.provenance import model_provenance, provenance
 from .parser_eval import predict_examples
 
 # Relations below this probability are not written while evaluating Re-DocRED: the threshold is

@@ -25,10 +25,10 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..components.tokenizer import RULES, ud_english_tokenizer
-from ..json_files import write_json
 from ..parse_files.files import OutputTarget, open_input
 from ..parse_files.parsing import parse_stream
-from ..reports import TOKEN_METRICS, tokenizer_tables
+from ..reporting.json_files import write_json
+from ..reporting.tables import TOKEN_METRICS, tokenizer_tables
 from .ud_eval import document_texts, evaluate
 from .ud_treebank import Treebank, load_conllu, read_treebank
 
@@ -239,7 +239,7 @@ def tokenizer_report(result: Dict) -> str:
 
 
 def write_tokenizer_results(result: Dict, output_json: str, output_md: Optional[str]) -> None:
-    from ..provenance import provenance
+    from ..reporting.provenance import provenance
 
     result = {**result, "provenance": provenance()}
     write_json(output_json, result)

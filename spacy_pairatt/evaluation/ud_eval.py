@@ -31,7 +31,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 import numpy as np
 
-from ..json_files import write_json
+from ..reporting.json_files import write_json
 from .ud_treebank import Treebank, UDEvalError, load_conllu
 
 METRICS = (
@@ -330,7 +330,7 @@ def document_texts(lines: Iterable[str]) -> List[str]:
 
 def write_results(scores: Dict[str, Score], gold_path, system_path, output, errors: Optional[Dict] = None) -> None:
     """The scores as JSON with their provenance; `errors`, where given, is ud_errors.error_analysis's."""
-    from ..provenance import provenance
+    from ..reporting.provenance import provenance
 
     result = {"gold": str(gold_path), "system": str(system_path), "metrics": scores_dict(scores)}
     if errors is not None:

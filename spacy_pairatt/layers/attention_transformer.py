@@ -26,7 +26,7 @@ from spacy_transformers.layers import TransformerListener, TransformerModel
 from thinc.api import ArgsKwargs, Model
 from transformers.file_utils import ModelOutput
 
-from ..deprecations import warn_renamed
+from .deprecations import warn_renamed
 
 # The attribute that the component's listener callbacks carry, True when its model is ours.
 TAKES_ATTENTION_GRADIENTS = "takes_attention_gradients"

@@ -28,8 +28,8 @@ from spacy.language import Language
 from spacy.tokens import DocBin
 from tqdm import tqdm
 
-from ..scratch import remove_stale_scratch, renamed_scratch, scratch_path
-from ..signals import stop_signals_held, stop_signals_ignored
+from ..runs.scratch import remove_stale_scratch, renamed_scratch, scratch_path
+from ..runs.signals import stop_signals_held, stop_signals_ignored
 from .errors import ParseCommandError, check_choice, check_counts, flat_message
 from .files import OutputTarget, open_input
 from .parsing import load_pipeline, parse_docs
@@ -232,7 +232,7 @@ def parse_shards(
     Shards are submitted while the input is scanned, so workers start before the scan ends.
 
     An error or an interrupt (KeyboardInterrupt; under the command, SIGTERM and SIGHUP raise one too:
-    `spacy_pairatt.signals`) cancels the tasks
+    `spacy_pairatt.runs.signals`) cancels the tasks
     and leaves no shard files, whatever the tasks still running do later (see `staged_run`), so the
     same command can be run again at once. verbose: show Dask's logs (from the workers too).
     bounded_memory: each worker's pipeline bounds its heap (`load_pipeline`).

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, NoReturn, Optional, TextIO
 
-from ..scratch import remove_stale_scratch, scratch_path
-from ..signals import stop_signals_held
+from ..runs.scratch import remove_stale_scratch, scratch_path
+from ..runs.signals import stop_signals_held
 from .errors import ParseCommandError
 
 
@@ -64,7 +64,7 @@ class OutputTarget:
     @contextmanager
     def open(self) -> Iterator[Output]:
         """stdout; a special file (/dev/null, a FIFO) written in place; else a scratch file beside the
-        target (`spacy_pairatt.scratch`), renamed over it on success and removed on failure, and a
+        target (`spacy_pairatt.runs.scratch`), renamed over it on success and removed on failure, and a
         killed run's scratch removed first."""
         self.in_place = self.existed = False
         if self.is_stdout:

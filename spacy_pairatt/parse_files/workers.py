@@ -12,7 +12,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.util import minibatch
 
-from ..signals import become_worker, stop_signals_held
+from ..runs.signals import become_worker, stop_signals_held
 from .errors import ParseCommandError, flat_message
 from .reading import READ_SIZE, SourceDoc, batch_where
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..json_files import write_json
-from ..provenance import code_version, provenance
+from ..reporting.json_files import write_json
+from ..reporting.provenance import code_version, provenance
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 TRAINING_DECODER = "greedy"
@@ -157,7 +157,7 @@ def run_ablation(
     with test's per-document arc counts in {key}_test_arcs.json. `train_models=False` re-scores
     models trained before (after a change to the scoring, say) without training again."""
     from ..evaluation.parser_eval import evaluate_pipeline
-    from ..reports import report_json
+    from ..reporting.tables import report_json
 
     selected = select_rows(rows)
     if adapted_encoder and not Path(adapted_encoder).is_dir():

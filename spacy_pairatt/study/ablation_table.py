@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..json_files import read_json, write_json
-from ..provenance import provenance
+from ..reporting.json_files import read_json, write_json
+from ..reporting.provenance import provenance
 from .ablation import DATASETS, METRICS, ROWS, ROWS_BY_KEY, Dataset, percent_scores
 from .bootstrap import paired_bootstrap
 

@@ -24,8 +24,9 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..json_files import read_json, write_json
-from ..provenance import code_fingerprint, provenance
+from ..packaging.split_encoders import file_sha256
+from ..reporting.json_files import read_json, write_json
+from ..reporting.provenance import code_fingerprint, provenance
 from .ablation import DATASETS, EMBEDDINGS_ONLY, Row, config_learn_rate, percent_scores, run_training
 from .ablation import train_command as ablation_train_command
 
@@ -151,10 +152,6 @@ def subset_indices(n_docs: int, size: int, seed: int) -> np.ndarray:
     if not 1 <= size <= n_docs:
         raise ValueError(f"a subset of {size} documents cannot be drawn from {n_docs}")
     return np.sort(np.random.default_rng(seed).permutation(n_docs)[:size])
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def write_subsets(source: str, out_dir: str, sizes: Sequence[int], seeds: Sequence[int]) -> Dict:
@@ -306,7 +303,7 @@ def score_run(run: Run, training: Dict, setup: Setup) -> Dict:
     """Score one trained run on each test set once; returns {domain: scores in percent}."""
     from ..evaluation.parser_eval import evaluate_pipeline
     from ..evaluation.relation_eval import evaluate_semeval
-    from ..reports import report_json
+    from ..reporting.tables import report_json
 
     evaluations = Path(setup.results_dir) / "evaluations"
     scores = {}

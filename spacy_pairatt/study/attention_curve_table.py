@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..json_files import read_json
+from ..reporting.json_files import read_json
 from .ablation_table import write_table_files
 from .attention_curve import COMPARISONS, DOMAINS, PARSER_ROWS, TASKS, size_label
 from .bootstrap import paired_bootstrap_macro_f1, paired_bootstrap_seeds

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..json_files import read_json, write_json
-from ..provenance import provenance
+from ..reporting.json_files import read_json, write_json
+from ..reporting.provenance import provenance
 from .bootstrap import paired_bootstrap_seeds
 
 

@@ -21,8 +21,8 @@ from typing import Dict, Iterator, List, Optional, Sequence
 import spacy
 from spacy.tokens import Doc, DocBin
 
-from ..json_files import write_json
 from ..parse_files.reading import comment_parts, numbered_lines, read_conllu_sources, read_text
+from ..reporting.json_files import write_json
 
 MLM_PROBABILITY = 0.15
 SENTENCE_SUFFIXES = (".conllu", ".spacy", ".txt")

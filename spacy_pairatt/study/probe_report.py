@@ -4,8 +4,8 @@ import os
 from pathlib import Path
 from typing import Dict, Optional
 
-from ..json_files import write_json
-from ..provenance import library_versions, provenance
+from ..reporting.json_files import write_json
+from ..reporting.provenance import library_versions, provenance
 
 # Marked blocks of results/probe.md that `visualize attention|relation --report` fill in.
 PICTURE_BLOCKS = {"attention-maps": "attention", "relation-maps": "relation"}

@@ -374,7 +374,7 @@ def report_picture(report: Path, marker: str, output: Path, caption: str, comman
     """Put a picture, its caption and the command that drew it into a marked block of a markdown file."""
     from os.path import relpath
 
-    from ..reports import replace_marked_block
+    from ..reporting.tables import replace_marked_block
 
     report = Path(report)
     link = relpath(Path(output).resolve(), report.resolve().parent)

@@ -13,10 +13,10 @@ from spacy.training import Example
 
 from spacy_pairatt.cli import main
 from spacy_pairatt.evaluation.parser_eval import evaluate_pipeline
+from spacy_pairatt.packaging.shipped_pipeline import assemble_pipeline
 from spacy_pairatt.parse_files import parsing
 from spacy_pairatt.parse_files.errors import ParseCommandError
 from spacy_pairatt.parse_files.reading import read_documents
-from spacy_pairatt.shipped_pipeline import assemble_pipeline
 from tests.parse_files.test_parse_faults import REPO, assert_no_workers_left, fast_model  # noqa: F401 (fast_model: its fixture, shared)
 
 

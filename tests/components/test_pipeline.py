@@ -290,7 +290,7 @@ def test_empty_docs_in_training_and_prediction(tiny_bert_dir, ud_train_docs):
 def test_assembled_pipeline_parses_raw_multi_sentence_text(trained, tmp_path):
     import json
 
-    from spacy_pairatt.shipped_pipeline import assemble_pipeline, parse_examples
+    from spacy_pairatt.packaging.shipped_pipeline import assemble_pipeline, parse_examples
 
     nlp, _, _ = trained
     nlp.to_disk(tmp_path / "model")

@@ -168,7 +168,7 @@ def test_semeval_evaluation_and_table_from_a_saved_pipeline(trained, semeval_doc
     """`semeval-evaluate` reads gold entities from the .spacy file and scores with the official scorer."""
     from spacy_pairatt.corpora.semeval import score_semeval
     from spacy_pairatt.evaluation.relation_eval import evaluate_semeval
-    from spacy_pairatt.reports import relations_table
+    from spacy_pairatt.reporting.tables import relations_table
 
     nlp, examples, _ = trained
     nlp.to_disk(tmp_path / "model")

@@ -276,7 +276,7 @@ def test_the_command_checks_and_exits_1_when_a_block_differs(tmp_path, monkeypat
 
 
 def test_the_relations_tables_say_which_data_set_they_are():
-    from spacy_pairatt.reports import relations_table
+    from spacy_pairatt.reporting.tables import relations_table
 
     rows = [
         ("r", json.loads((REPO / "results" / "relations" / name).read_text(encoding="utf8")))

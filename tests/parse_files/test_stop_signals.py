@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.scratch import process_alive
+from spacy_pairatt.runs.scratch import process_alive
 from tests.conftest import REPO
 from tests.parse_files.test_parse_faults import fast_model  # noqa: F401 (a fixture)
 

@@ -11,7 +11,7 @@ import spacy
 from spacy.tokens import Doc, DocBin
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.provenance import code_fingerprint
+from spacy_pairatt.reporting.provenance import code_fingerprint
 from spacy_pairatt.study.ablation import EMBEDDINGS_ONLY
 from spacy_pairatt.study.attention_curve import (
     REL_NO_ATTENTION,

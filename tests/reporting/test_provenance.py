@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from spacy_pairatt import provenance as provenance_module
+from spacy_pairatt.reporting import provenance as provenance_module
 from spacy_pairatt.cli import main as cli_main
-from spacy_pairatt.provenance import (
+from spacy_pairatt.reporting.provenance import (
     LIBRARIES,
     SOURCE_STAMP_ENV,
     code_version,
@@ -78,13 +78,15 @@ def test_dirty_means_changed_code_not_changed_results(checkout):
 
 def test_results_name_the_code_the_process_imported_not_the_checkout_at_the_end(checkout):
     """A long run writes its results after the checkout may have moved on: they name the code it loaded."""
-    shutil.copy(Path(provenance_module.__file__), checkout / "spacy_pairatt" / "provenance.py")
+    (checkout / "spacy_pairatt" / "reporting").mkdir(parents=True)
+    shutil.copy(Path(provenance_module.__file__), checkout / "spacy_pairatt" / "reporting" / "provenance.py")
     (checkout / "spacy_pairatt" / "__init__.py").write_text("")
+    (checkout / "spacy_pairatt" / "reporting" / "__init__.py").write_text("")
     git(checkout, "add", ".")
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "provenance")
     script = (
         "import json, pathlib, sys; sys.path.insert(0, sys.argv[1]);"
-        "from spacy_pairatt.provenance import code_version, provenance;"
+        "from spacy_pairatt.reporting.provenance import code_version, provenance;"
         "pathlib.Path(sys.argv[1], 'spacy_pairatt', 'code.py').write_text('X = 2');"
         "print(json.dumps([provenance()['code'], code_version()]))"
     )
@@ -153,7 +155,7 @@ def test_a_source_stamp_needs_a_clean_checkout(checkout, tmp_path, monkeypatch):
 
 
 def test_command_line_as_typed():
-    main = str(Path(provenance_module.__file__).parent / "__main__.py")
+    main = str(Path(provenance_module.__file__).parents[1] / "__main__.py")
     assert command_as_typed([main, "evaluate", "a b", "--output", "x.json"]) == (
         "python -m spacy_pairatt evaluate 'a b' --output x.json"
     )
@@ -171,7 +173,7 @@ def test_wall_seconds_default_to_the_process_start():
 def test_bench_scripts_record_provenance(script):
     """The benchmarks take minutes on EWT: their source is checked, their JSON by `bench-table` runs."""
     source = (REPO / script).read_text(encoding="utf8")
-    assert "from spacy_pairatt.provenance import provenance" in source
+    assert "from spacy_pairatt.reporting.provenance import provenance" in source
     assert 'result["provenance"] = provenance(' in source
 
 

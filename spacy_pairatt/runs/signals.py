@@ -6,7 +6,7 @@ is, so the same cleanup runs whichever came: scratch files removed, worker proce
 folder either the old one or the new one. The steps that must not be cut in two (a pair of renames,
 removing scratch, ending the workers) hold stop signals: one that comes meanwhile raises when the
 step is done. A second signal stops a cleanup that takes too long between such steps; SIGKILL
-stops anything, and the next run removes what it left (`spacy_pairatt.scratch`).
+stops anything, and the next run removes what it left (`spacy_pairatt.runs.scratch`).
 
 Worker processes ignore stop signals (their parent ends them) and die with their parent, so a
 parent killed outright leaves none running.

@@ -11,10 +11,10 @@ from spacy import displacy
 from spacy.cli.package import generate_readme
 from spacy.util import get_minor_version_range
 
-from .about import __version__
-from .integration.load_settings import KEEP_CONFIG_SETTINGS
-from .json_files import write_text
-from .scratch import replace_pipeline_folder
+from ..about import __version__
+from ..integration.load_settings import KEEP_CONFIG_SETTINGS
+from ..reporting.json_files import write_text
+from ..runs.scratch import replace_pipeline_folder
 
 EXAMPLE_TEXTS = [
     "The new parser reads the attention between every pair of words. It then builds one tree per sentence!",

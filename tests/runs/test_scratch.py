@@ -1,5 +1,5 @@
-"""Scratch beside a target and folders swapped by rename (`spacy_pairatt.scratch`), under the stop
-signals of `spacy_pairatt.signals`: a stopped write leaves the old folder and no scratch, a stop
+"""Scratch beside a target and folders swapped by rename (`spacy_pairatt.runs.scratch`), under the stop
+signals of `spacy_pairatt.runs.signals`: a stopped write leaves the old folder and no scratch, a stop
 during the swap is taken once the new folder is in place, a killed run's scratch is removed (or put
 back) by the next run, and nothing that is not scratch is ever touched."""
 
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from spacy_pairatt import scratch
-from spacy_pairatt.scratch import remove_stale_scratch, replace_folder, scratch_path
-from spacy_pairatt.signals import Interrupted, stop_signals_held, stop_signals_interrupt
+from spacy_pairatt.runs import scratch
+from spacy_pairatt.runs.scratch import remove_stale_scratch, replace_folder, scratch_path
+from spacy_pairatt.runs.signals import Interrupted, stop_signals_held, stop_signals_interrupt
 
 
 def dead_pid() -> int:
