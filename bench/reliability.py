@@ -31,6 +31,11 @@ document; stderr holds only the command's own line), a line that is not UTF-8, a
 that already holds shards, or an interrupt (SIGINT to the whole process group, as Ctrl-C sends it,
 or SIGTERM) while a task writes its shard, followed by the same command at once: one line on
 stderr, no shard file left once every process of the run has ended, and a rerun that succeeds.
+`--signal-cases` stop `parse` (1 or 2 worker processes) the same way, with SIGINT, SIGTERM or SIGHUP,
+while it writes its output: one line, no scratch or partial file, an earlier output untouched, no
+process of the run left, a rerun that succeeds. Every case also checks that its input file is still
+there and unchanged; "ownership" cases give parse the input as --output (three spellings) or
+fetch-mpnet the case's folder, which holds the input.
 tests/parse_files/test_parse_faults.py runs a small sample in CI.
 """
 
@@ -126,7 +131,7 @@ class Case:
     file_size: Optional[int] = None  # RLIMIT_FSIZE while it runs
     subprocess: bool = False
     dask: bool = False  # parse --dask-workers, as a fresh process; output is a directory of shards
-    interrupt: Optional[str] = None  # a Dask case: the signal sent while a task writes its shard
+    interrupt: Optional[str] = None  # the signal sent while the command writes (a Dask task its shard)
 
 
 @dataclass
@@ -439,6 +444,31 @@ def dask(rng: random.Random, nlp: Language) -> Case:
                 interrupt=signal_name)  # fmt: skip
 
 
+def ownership(rng: random.Random, nlp: Language) -> Case:
+    """What the user owns is never written over: parse or review with the input as --output (three
+    spellings of its path), or fetch-mpnet into the case's folder, which holds the input."""
+    lines = good_lines(rng.randint(1, 20))
+    data = ("\n".join(lines) + "\n").encode()
+    roll = rng.randrange(4)
+    if roll == 3:
+        argv = ["fetch-mpnet", rng.choice(("{dir}", "{dir}/", "{dir}/.")), "--local", "{dir}/missing"]
+        return Case("fetch_into_user_files", [], data, argv=argv, code=1)
+    spelling = ("{dir}/input", "{dir}/./input", "{dir}//input")[roll]
+    return Case("output_is_input", [], data, code=1, output=spelling, message="is the input")
+
+
+def stop_signal(rng: random.Random, nlp: Language) -> Case:
+    """parse in a fresh process, 1 or 2 worker processes, stopped while it writes by SIGINT (to its process
+    group, as Ctrl-C), SIGTERM or SIGHUP (to the command), then run again (`Runner.run_stopped`)."""
+    lines = good_lines(rng.randint(300, 900))
+    options = ["--n-process", rng.choice(("1", "2")), "--batch-size", str(rng.choice((1, 4, 16)))]
+    signal_name = rng.choice(("SIGINT", "SIGTERM", "SIGHUP"))
+    data = ("\n".join(lines) + "\n").encode()
+    docs = [[t.text for t in nlp.make_doc(line)] for line in lines]
+    return Case(f"stop_{signal_name.lower()}", options, data, code=1, docs=docs, message="interrupted",
+                existing=rng.random() < 0.5, interrupt=signal_name)  # fmt: skip
+
+
 GENERATORS: Tuple[Tuple[str, float, Callable], ...] = (
     ("unicode_lines", 0.33, unicode_lines),
     ("random_bytes", 0.15, random_bytes),
@@ -448,6 +478,7 @@ GENERATORS: Tuple[Tuple[str, float, Callable], ...] = (
     ("disk_full", 0.03, disk_full),
     ("processes", 0.06, processes),
     ("other_commands", 0.04, other_commands),
+    ("ownership", 0.03, ownership),
 )
 
 
@@ -483,12 +514,12 @@ class Runner:
         self.record = Record()
         self.load = parsing.load_pipeline
 
-    def cached_load(self, model: str, tokenizer: Optional[str] = None) -> Language:
-        """parsing.load_pipeline, from the pipelines loaded once where the pipeline's own tokenizer is asked for."""
+    def cached_load(self, model: str, tokenizer: Optional[str] = None, bounded_memory: bool = False) -> Language:
+        """parsing.load_pipeline, from the pipelines loaded once where the pipeline as saved is asked for."""
         for name, path in self.models.items():
-            if model == path and name in self.pipelines and tokenizer is None:
+            if model == path and name in self.pipelines and tokenizer is None and not bounded_memory:
                 return self.pipelines[name]
-        return self.load(model, tokenizer)
+        return self.load(model, tokenizer, bounded_memory)
 
     def run(self, case: Case) -> None:
         record = self.record
@@ -516,6 +547,9 @@ class Runner:
         (folder / "input").write_bytes(case.data)
         if case.dask:
             self.run_dask(case, folder)
+            return
+        if case.interrupt:
+            self.run_stopped(case, folder)
             return
         _, output = self.paths(case, folder)
         if case.existing:
@@ -575,7 +609,9 @@ class Runner:
             output.mkdir()
             (output / "shard-00000.conllu").write_text(EXISTING, encoding="utf8")
         argv = self.argv(case, folder)
-        outcome = run_in_own_group(argv, output, case.interrupt)
+        outcome = run_in_own_group(
+            argv, case.interrupt, lambda: any(output.glob(".shards-run.staging-*/.shard-*.partial-*"))
+        )
         if outcome is None:
             self.record.fail("hangs", case, "over the time limit, or its processes outlived it")
             return
@@ -602,11 +638,46 @@ class Runner:
         if case.existing and (output / "shard-00000.conllu").read_text(encoding="utf8") != EXISTING:
             self.record.fail("documents_lost", case, "a failed run changed a shard that was there")
         if interrupted:
-            rerun = run_in_own_group(argv, output, None)
+            rerun = run_in_own_group(argv, None, lambda: False)
             if rerun is None:
                 self.record.fail("hangs", case, "the rerun after the interrupt")
                 return
             self.check_dask_success(case, output, rerun[0], rerun[1], "the rerun after the interrupt: ")
+
+    def run_stopped(self, case: Case, folder: Path) -> None:
+        """parse stopped by a signal while it writes: exit 1 with one line, no scratch or partial file left,
+        an earlier output untouched, every process of the run ended; then the same command at once, which
+        must succeed."""
+        _, output = self.paths(case, folder)
+        if case.existing:
+            Path(output).write_text(EXISTING, encoding="utf8")
+        argv = self.argv(case, folder)
+        partial = f".{Path(output).name}.partial-*"
+        outcome = run_in_own_group(argv, case.interrupt, lambda: any(p.stat().st_size for p in folder.glob(partial)))
+        if outcome is None:
+            self.record.fail("hangs", case, "over the time limit, or its processes outlived it")
+            return
+        code, stderr, interrupted = outcome
+        self.record.exit_codes[str(code)] += 1
+        if not interrupted:  # it ended before it was seen writing: a plain run
+            self.record.by_kind[case.kind] -= 1
+            self.record.by_kind[f"{case.kind}_ended_first"] += 1
+        else:
+            lines = [line for line in stderr.splitlines() if line.strip()]
+            if code != 1:
+                self.record.fail("wrong_outcomes", case, f"exit {code}, expected 1: {stderr[-300:]!r}")
+            elif len(lines) != 1 or not re.search(case.message, lines[0]):
+                self.record.fail("tracebacks", case, f"{len(lines)} lines on stderr: {stderr[-300:]!r}")
+            self.check_failure(case, folder, output, "")
+            rerun = run_in_own_group(argv, None, lambda: False)
+            if rerun is None:
+                self.record.fail("hangs", case, "the rerun after the stop")
+                return
+            code, stderr = rerun[0], rerun[1]
+        if code != 0:
+            self.record.fail("wrong_outcomes", case, f"exit {code}, expected 0: {stderr[-300:]!r}")
+            return
+        self.check_output(case, folder, output)
 
     def check_dask_success(self, case: Case, output: Path, code: int, stderr: str, what: str = "") -> None:
         lines = [line for line in stderr.splitlines() if line.strip()]
@@ -632,6 +703,9 @@ class Runner:
                 child.kill()
             return
         record.exit_codes[str(code)] += 1
+        source = folder / "input"
+        if not source.is_file() or source.read_bytes() != case.data:
+            record.fail("documents_lost", case, "the input was changed or removed")
         if escaped is not None:
             record.fail("tracebacks", case, escaped.strip().splitlines()[-1])
             return
@@ -704,21 +778,26 @@ def conllu_words(docs: List[List[str]]) -> List[List[str]]:
     return [doc for doc in words if doc]
 
 
-def run_in_own_group(argv: List[str], output: Path, interrupt: Optional[str]) -> Optional[Tuple[int, str, bool]]:
+def run_in_own_group(
+    argv: List[str], interrupt: Optional[str], writing: Callable[[], bool]
+) -> Optional[Tuple[int, str, bool]]:
     """The command as a fresh process in a session of its own: (exit status, stderr, whether the signal
     was sent), once every process of its group has ended; None when it or they outlive the limit.
 
-    interrupt: SIGINT (to the whole group, as Ctrl-C sends it) or SIGTERM (to the command), sent as
-    soon as a task is seen writing its shard."""
+    interrupt: SIGINT (to the whole group, as Ctrl-C sends it), SIGTERM or SIGHUP (to the command), sent
+    as soon as `writing()` (the command is seen writing its output)."""
     command = [sys.executable, "-m", "spacy_pairatt", *argv]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
                                start_new_session=True)  # fmt: skip
     sent = False
     deadline = time.monotonic() + SUBPROCESS_SECONDS
     while interrupt and not sent and process.poll() is None and time.monotonic() < deadline:
-        if any(output.glob(".shards-run.staging-*/.shard-*.partial-*")):
+        if writing():
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGINT) if interrupt == "SIGINT" else process.send_signal(signal.SIGTERM)
+                if interrupt == "SIGINT":
+                    os.killpg(process.pid, signal.SIGINT)
+                else:
+                    process.send_signal(getattr(signal, interrupt))
             sent = True
         time.sleep(0.02)
     try:
@@ -861,6 +940,7 @@ def run_fuzz(
     workdir: Optional[Path] = None,
     ud_cases: int = 0,
     dask_cases: int = 0,
+    signal_cases: int = 0,
 ) -> Dict:
     """Run the fuzz; returns the record (without provenance). model: a pipeline or a saved one's path
     (default: build_pipeline(encoder)). ud_cases: cases on the UD pipeline (build_ud_pipeline);
@@ -892,6 +972,8 @@ def run_fuzz(
             for _ in range(ud_cases):
                 _, _, make = rng.choices(ud_generators, [weight for _, weight, _ in ud_generators])[0]
                 runner.run(on_ud_pipeline(make(rng, pipelines["ud"])))
+            for _ in range(signal_cases):
+                runner.run(stop_signal(rng, tokenizer))
             for _ in range(dask_cases):
                 ud = ud_cases > 0 and rng.random() < 0.5
                 case = dask(rng, pipelines["ud" if ud else "main"])
@@ -970,7 +1052,13 @@ def markdown(result: Dict) -> str:
         "succeeds, dask_bad_line has a line that is not UTF-8, dask_shards_there finds shards in the",
         "output directory, dask_sigint and dask_sigterm are interrupted while a task writes its shard,",
         "by Ctrl-C's SIGINT to the process group or a SIGTERM, then run again at once; a Dask run must",
-        "print only its own line, and leave no shard file once its processes have ended).",
+        "print only its own line, and leave no shard file once its processes have ended); stop_sigint,",
+        "stop_sigterm and stop_sighup (`parse`, 1 or 2 worker processes, as fresh processes, stopped while it",
+        "writes its output, then run again: one line, exit 1, no partial or scratch file, an earlier output",
+        "untouched, no process of the run left; *_ended_first: the run ended before it was seen writing);",
+        "output_is_input (the input given as --output, three spellings) and fetch_into_user_files",
+        "(fetch-mpnet into the folder that holds the input): refused, nothing changed. Every case checks",
+        "that its input is still there, unchanged.",
     ]
     for metric, samples in result["samples"].items():
         lines += ["", f"## {metric}", ""] + [f"- `{sample}`" for sample in samples]
@@ -983,6 +1071,12 @@ def main() -> None:
     parser.add_argument("--subprocess-cases", type=int, default=20, help="cases run as fresh processes (default: 20)")
     parser.add_argument("--ud-cases", type=int, default=600, help="cases on the UD pipeline (default: 600)")
     parser.add_argument("--dask-cases", type=int, default=16, help="parse on a local Dask cluster (default: 16)")
+    parser.add_argument(
+        "--signal-cases",
+        type=int,
+        default=24,
+        help="parse stopped by SIGINT, SIGTERM or SIGHUP, then rerun (default: 24)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--encoder", choices=("minilm", "tiny"), default="tiny", help="(default: tiny)")
     parser.add_argument("--output-json", default="results/reliability.json")
@@ -992,7 +1086,7 @@ def main() -> None:
 
     started = time.time()
     result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder,
-                      ud_cases=args.ud_cases, dask_cases=args.dask_cases)  # fmt: skip
+                      ud_cases=args.ud_cases, dask_cases=args.dask_cases, signal_cases=args.signal_cases)  # fmt: skip
     result["provenance"] = provenance(seed=args.seed, started=started)
     result["provenance"]["versions"].update(library_versions(("conllu",)))
     write_json(args.output_json, result)

@@ -1,7 +1,6 @@
-"""Known limits (templates/limits.md): the README, docs/parser.md and the model card state the same ones; the
-functions here write their measured figures (prose in templates/limit_figures.md), for en_pairatt
-(`ud_pipeline`) or the parser alone. And the end of the shipped model card (`python -m docs_build --model-card`,
-for `assemble --notes`; templates/model_card.md): data and licence, what was measured and the limits."""
+"""Known limits (templates/limits.md) as README, docs/parser.md and the model card state them, with their
+measured figures (templates/limit_figures.md), for en_pairatt (`ud_pipeline`) or the parser alone; and the
+end of the shipped model card (`python -m docs_build --model-card`, for `assemble --notes`)."""
 
 import ast
 import re
@@ -28,8 +27,7 @@ MODEL_CARDS = {
     for ud_pipeline, name in ((True, "ud_pipeline"), (False, "parser"))
 }
 FILES = BLOCKS["limits"]  # its results files, by role
-# The weights bench/speed.py timed: those of the pipelines it loaded trained.
-WEIGHTS = {
+BENCH_WEIGHTS = {
     frozenset(): "untrained weights",
     frozenset({"pairatt_parser"}): "trained pairatt_parser, initialised transition parser",
     frozenset({"transition"}): "initialised pairatt_parser, trained transition parser",
@@ -46,7 +44,7 @@ def speed(results: Results, ud_pipeline: bool = True) -> str:
     found = FILES.json(results, "speed")
     if found is None:
         return PROSE("speed-not-measured")
-    weights = WEIGHTS.get(frozenset(name for name, path in found["models"].items() if path), "trained pipelines")
+    weights = BENCH_WEIGHTS.get(frozenset(name for name, path in found["models"].items() if path), "trained pipelines")
     inference, threads = found["inference"], found["machine"].get("torch_threads", "?")
     c, stale = 1 / inference["ratio_b_over_c_wordpiece_batched"], stale_bench(results, "speed")
     return PROSE("speed", weights=weights, threads=threads, stale=stale, inference=inference, c=c)
@@ -146,13 +144,15 @@ def limits_block(results: Results, block=FILES, ud_pipeline: bool = True) -> str
 
 
 def measured(results: Results, card: Block) -> str:
-    """The model card's accuracy, accuracy on raw text, speed ratios and memory (its source note follows)."""
-    accuracy = [MEASURED(piece, result=results.json(path)) for piece, path, _ in card.files["accuracy"]]
-    memory, speed = card.json(results, "memory"), card.json(results, "speed")
-    jemalloc = memory.get("jemalloc")
-    jemalloc = MEASURED("memory-jemalloc", jemalloc=jemalloc) if jemalloc else ""
-    memory = MEASURED("memory", memory=memory, jemalloc=jemalloc, longest=memory["runs"][-1])
-    return "\n".join([*accuracy, MEASURED("speed", inference=speed["inference"]), memory]) + "\n\n"
+    """The model card's accuracy (gold tokens, raw text), speed and memory, each where measured."""
+    found = ((piece, results.json(path)) for piece, path, _ in card.files["accuracy"])
+    lines = [MEASURED(piece, result=result) for piece, result in found if result is not None]
+    speed, memory = card.json(results, "speed"), card.json(results, "memory")
+    lines += [MEASURED("speed", inference=speed["inference"])] if speed else []
+    if memory:
+        jemalloc = MEASURED("memory-jemalloc", jemalloc=memory["jemalloc"]) if "jemalloc" in memory else ""
+        lines.append(MEASURED("memory", memory=memory, jemalloc=jemalloc, longest=memory["runs"][-1]))
+    return "\n".join(lines) + "\n\n"
 
 
 def model_card_notes(root: Path = Path("."), ud_pipeline: bool = True) -> str:

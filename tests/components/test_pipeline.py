@@ -199,10 +199,10 @@ def faults_of_big_arrays():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 nlp = spacy.load({str(tmp_path / "pipeline")!r})
 list(nlp.pipe(["The dog barked at the cat.", "It ran away."]))
-assert not memory._applied
+assert not memory._training_thresholds_set
 config = spacy.util.load_config({str(REPO / "configs" / "parser_minilm.cfg")!r})
 bound = spacy.registry.resolve({{"bound": config["initialize"]["before_init"]}})["bound"]
-assert bound(nlp) is nlp and memory._applied
+assert bound(nlp) is nlp and memory._training_thresholds_set
 print(faults_of_big_arrays())
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -63,8 +63,9 @@ PIPES = {
     "ensemble_tagger": ("tagger", "shared"),
     "frozen": ("pairatt_frozen_transformer", "frozen"),
 }
-# Factories whose pipe holds no state: nothing to save but its config, checked with the whole pipeline.
-STATELESS = {"pairatt_release_attention"}
+# Factories whose pipe holds no state: nothing to save but its config, checked with the whole pipeline
+# (pairatt_bounded_memory's in tests/integration/test_memory.py).
+STATELESS = {"pairatt_release_attention", "pairatt_bounded_memory"}
 
 
 def registered(group: str):

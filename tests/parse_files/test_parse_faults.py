@@ -416,8 +416,14 @@ def test_reliability_fuzz_sample(fast_model, tmp_path):
     reliability = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reliability)
     result = reliability.run_fuzz(
-        model=fast_model, cases=120, seed=21, subprocess_cases=0, disk_full_cases=False, workdir=tmp_path
+        model=fast_model,
+        cases=120,
+        seed=21,
+        subprocess_cases=0,
+        disk_full_cases=False,
+        workdir=tmp_path,
+        signal_cases=2,
     )
-    assert result["cases"] == 120 and len(result["cases_by_kind"]) > 8
+    assert result["cases"] == 122 and len(result["cases_by_kind"]) > 8
     counts = {metric: result[metric] for metric in reliability.METRICS}
     assert counts == dict.fromkeys(reliability.METRICS, 0), result["samples"]

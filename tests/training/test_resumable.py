@@ -100,7 +100,9 @@ def test_a_stopped_and_resumed_run_ends_as_a_straight_run(straight_run, resumed_
         straight, resumed = model_weights(straight_run / folder), model_weights(resumed_run / folder)
         assert len(straight) == len(resumed) > 0
         for before, after in zip(straight, resumed):
-            numpy.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-7)
+            # to float tolerance: a matmul's last bits may follow its operands' memory alignment (seen once
+            # in about ten runs: one weight in a million 3e-7 apart)
+            numpy.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-6)
     straight, resumed = (srsly.read_json(run / "model-last" / "meta.json") for run in (straight_run, resumed_run))
     assert straight["performance"] == resumed["performance"] and straight["performance"]["dep_uas"] > 0
 
