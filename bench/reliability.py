@@ -788,7 +788,7 @@ def run_in_own_group(
     as soon as `writing()` (the command is seen writing its output)."""
     command = [sys.executable, "-m", "spacy_pairatt", *argv]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                               start_new_session=True)  # fmt: skip
+                               start_new_session=True, preexec_fn=signals_as_in_a_terminal)  # fmt: skip
     sent = False
     deadline = time.monotonic() + SUBPROCESS_SECONDS
     while interrupt and not sent and process.poll() is None and time.monotonic() < deadline:
@@ -812,6 +812,13 @@ def run_in_own_group(
         os.killpg(process.pid, signal.SIGKILL)
     process.communicate()
     return None
+
+
+def signals_as_in_a_terminal() -> None:
+    """The stop signals at their defaults, as a command typed in a terminal has them: a bench started in
+    the background (`&`) ignores SIGINT, and the command keeps a signal it was started ignoring (nohup)."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
 
 
 def group_alive(pgid: int) -> bool:
