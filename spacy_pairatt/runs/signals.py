@@ -21,7 +21,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PARENT_WATCH_SECONDS = 1.0
 

@@ -41,13 +41,13 @@ from spacy.training.loop import (
 from thinc.api import Config, fix_random_seed, set_gpu_allocator
 from wasabi import Printer
 
+from ..runs.signals import STOP_SIGNALS
 from .checkpoints import CHECKPOINTS_DIR, ResumeError, exclusive_checkpoints, latest_checkpoint, write_checkpoint
 from .optimizer_state import optimizer_state, restore_optimizer
 from .random_state import random_states, reseed_gpu_generator, restore_random_states
 
 # Settings a resumed run may change: they decide when training stops, not what a step does.
 CHANGEABLE_SETTINGS = ("training.max_steps", "training.patience")
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, name))
 PIPELINE_DIR = "pipeline"
 OPTIMIZER_FILE = "optimizer.msgpack"
 RANDOM_FILE = "random.msgpack"
@@ -184,7 +184,9 @@ def stop_requests() -> Iterator[List[str]]:
     """The names of the stop signals received (at most one): the first asks to stop at the next
     checkpoint; a second one acts as it would without this (SIGINT: KeyboardInterrupt, SIGTERM: exit)."""
     received: List[str] = []
-    previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    # a signal the command was started ignoring (nohup's SIGHUP) stays ignored, as in every command
+    handlers = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    previous = {number: handler for number, handler in handlers.items() if handler is not signal.SIG_IGN}
 
     def request_stop(number, frame):
         received.append(signal.Signals(number).name)
@@ -194,7 +196,7 @@ def stop_requests() -> Iterator[List[str]]:
         with suppress(OSError):  # straight to the descriptor: the stream may be in the middle of a write
             os.write(2, notice.encode())
 
-    for number in STOP_SIGNALS:
+    for number in previous:
         signal.signal(number, request_stop)
     try:
         yield received

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from spacy_pairatt.packaging import split_encoders
 from spacy_pairatt.cli import main
+from spacy_pairatt.packaging import split_encoders
 from spacy_pairatt.packaging.split_encoders import (
     ALL_MPNET_BASE_V2,
     SplitEncoder,

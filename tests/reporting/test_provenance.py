@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from spacy_pairatt.reporting import provenance as provenance_module
 from spacy_pairatt.cli import main as cli_main
+from spacy_pairatt.reporting import provenance as provenance_module
 from spacy_pairatt.reporting.provenance import (
     LIBRARIES,
     SOURCE_STAMP_ENV,

@@ -162,3 +162,17 @@ def test_a_checkpoint_cut_short_is_never_resumed_from(tmp_path):
     assert json.loads((complete / COMPLETION_MARKER).read_text())["files"] == {"weights.bin": 1000}
     write_checkpoint(tmp_path, 7, write, keep=1)  # the older, the cut-short and the partial folders go
     assert sorted(path.name for path in tmp_path.iterdir()) == [checkpoint_name(7)]
+
+
+def test_a_stop_signal_the_command_was_started_ignoring_stays_ignored():
+    """`nohup` ignores SIGHUP: a closed terminal must not stop the training (the policy of every command)."""
+    from spacy_pairatt.training.resumable import stop_requests
+
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with stop_requests() as received:
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
+        assert received == [] and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
