@@ -64,6 +64,7 @@ setup(
             "pairatt_transformer = spacy_pairatt.components.transformer:make_pairatt_transformer",
             "pairatt_frozen_transformer = spacy_pairatt.components.frozen_transformer:make_pairatt_frozen_transformer",
             "pairatt_bounded_memory = spacy_pairatt.integration.memory:make_bounded_memory",
+            "pairatt_segmenter = spacy_pairatt.components.segmenter:make_pairatt_segmenter",
         ],
         "spacy_architectures": [
             "spacy-pairatt.PairAttParserModel.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser_model",
@@ -91,6 +92,9 @@ setup(
         ],
         "spacy_readers": [
             "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
+        ],
+        "spacy_augmenters": [
+            "spacy-pairatt.raw_text_noise.v1 = spacy_pairatt.corpora.raw_text_noise:make_raw_text_noise",
         ],
         "spacy_callbacks": [
             "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.integration.memory:make_training_heap_bound",

@@ -18,7 +18,8 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 from docs_build.limits import model_card_notes
-from spacy_pairatt.evaluation.ud_eval import document_texts, evaluate_files, write_results
+from spacy_pairatt.corpora.ud_documents import document_texts
+from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
 from spacy_pairatt.packaging.shipped_pipeline import assemble_pipeline
 from spacy_pairatt.parse_files.parsing import parse_file
 from spacy_pairatt.reporting.tables import percent

@@ -178,7 +178,7 @@ def add_commands(commands) -> None:
     )
     reviewing.add_argument("model", help="package name or path of a pipeline with a pairatt_parser")
     reviewing.add_argument("input", help="text (one document a line) or CoNLL-U file, or - for stdin")
-    reviewing.add_argument("--input-format", default="text", choices=("text", "conllu"))
+    reviewing.add_argument("--input-format", default="text", choices=("text", "paragraphs", "conllu"))
     reviewing.add_argument("--top", type=at_least_one, default=20, help="sentences to list (default: 20)")
     reviewing.add_argument("--batch-size", type=at_least_one, default=64, help="documents per batch (default: 64)")
     reviewing.add_argument("--json", action="store_true", help="one JSON object per sentence instead of text")

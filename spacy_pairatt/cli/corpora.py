@@ -1,4 +1,4 @@
-"""fetch-ud, fetch-ptb, ptb-convert, fetch-semeval, semeval-convert, fetch-docred, docred-convert:
+"""fetch-ud, ud-docs, fetch-ptb, ptb-convert, fetch-semeval, semeval-convert, fetch-docred, docred-convert:
 the data sets into a folder, and converted to .spacy files (`spacy_pairatt.corpora`)."""
 
 import urllib.error
@@ -41,6 +41,26 @@ def fetch_errors(args) -> Iterator[None]:
         raise SystemExit(f"python -m spacy_pairatt {args.command}: error: {message}") from error
 
 
+def ud_docs(args) -> None:
+    """A CoNLL-U file to a .spacy file of its documents, as the segmenter trains on them."""
+    from spacy.tokens import DocBin
+    from spacy.vocab import Vocab
+
+    from ..corpora.ud_documents import iter_document_docs, read_ud_documents
+
+    try:
+        with open(args.conllu, encoding="utf8") as file:
+            documents = read_ud_documents(file)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {args.conllu}: {describe_error(error)}") from error
+    if not documents:
+        raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {args.conllu} holds no sentences")
+    docs = DocBin(attrs=["SENT_START"], docs=iter_document_docs(Vocab(), documents))
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    docs.to_disk(args.output)
+    print(f"{len(docs)} documents, {sum(len(doc) for doc in documents)} paragraphs -> {args.output}")
+
+
 def ptb(args) -> None:
     from ..corpora.ptb import convert_ptb, fetch_ptb
 
@@ -77,6 +97,12 @@ def add_commands(commands) -> None:
     fetch.add_argument("dest")
     fetch.add_argument("--local", help="folder with a local copy of the .conllu files, used when present")
     fetch.set_defaults(func=fetch_ud)
+    documents = commands.add_parser(
+        "ud-docs", help="a CoNLL-U file to a .spacy file of its documents (a blank line between paragraphs)"
+    )
+    documents.add_argument("conllu")
+    documents.add_argument("output", help=".spacy file to write")
+    documents.set_defaults(func=ud_docs)
     fetch_treebank = commands.add_parser(
         "fetch-ptb", help="NLTK's PTB dependency sample (non-commercial) into a folder (local copy or download)"
     )

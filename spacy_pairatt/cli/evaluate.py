@@ -4,7 +4,7 @@ trained pipelines and their tables (`spacy_pairatt.evaluation`)."""
 import sys
 from pathlib import Path
 
-from .parse import at_least_one
+from .parse import at_least_one, probability
 
 
 def evaluate_command(args) -> None:
@@ -82,9 +82,11 @@ def table(args) -> None:
 
 def ud_eval(args) -> None:
     """CoNLL 2018 shared task scores of a system CoNLL-U file against a gold one (see docs/ud_pipeline.md)."""
-    from ..evaluation.ud_errors import error_analysis, errors_summary
+    from ..corpora.ud_documents import paragraph_starts, read_ud_documents
+    from ..evaluation.ud_errors import error_analysis, errors_summary, sentence_errors_markdown
     from ..evaluation.ud_eval import evaluate, scores_table, write_results
     from ..evaluation.ud_treebank import UDEvalError, load_conllu
+    from ..reporting.json_files import write_text
 
     try:
         gold, system = load_conllu(args.gold), load_conllu(args.system)
@@ -92,25 +94,54 @@ def ud_eval(args) -> None:
     except UDEvalError as error:
         raise SystemExit(f"python -m spacy_pairatt ud-eval: error: {error}") from error
     print(scores_table(scores))
-    errors = error_analysis(gold, system, top=args.errors) if args.errors else None
-    if errors:
+    errors = None
+    if args.errors or args.sentence_errors:
+        with open(args.gold, encoding="utf8") as file:
+            paragraphs = paragraph_starts(read_ud_documents(file))
+        errors = error_analysis(gold, system, top=args.errors or 20, paragraph_starts=paragraphs)
         print("\n".join(errors_summary(errors)))
+    if args.sentence_errors:
+        title = f"# Sentence boundary errors of {args.system} against {args.gold} (python -m spacy_pairatt ud-eval)"
+        write_text(args.sentence_errors, sentence_errors_markdown(errors, title))
     if args.output:
-        write_results(scores, args.gold, args.system, args.output, errors=errors)
+        write_results(scores, args.gold, args.system, args.output, errors=errors if args.errors else None)
+
+
+def segmenter_sweep(args) -> None:
+    """Tokens, Words and Sentences F1 of a pipeline's pairatt_segmenter at each threshold, on the raw
+    text of a gold CoNLL-U file; with --store, the best is saved in the pipeline."""
+    import spacy
+
+    from ..evaluation.segmentation import store_threshold, sweep_markdown, threshold_sweep
+    from ..evaluation.ud_treebank import UDEvalError
+    from ..reporting.json_files import write_text
+    from ..reporting.provenance import provenance
+    from ..reporting.tables import report_json
+
+    try:
+        nlp = spacy.load(args.model)
+        sweep = {"model": args.model, **threshold_sweep(nlp, args.gold, args.thresholds)}
+        if args.store:
+            store_threshold(nlp, Path(args.model), sweep["best"])
+    except (OSError, ValueError, UDEvalError) as error:
+        raise SystemExit(f"python -m spacy_pairatt segmenter-sweep: error: {error}") from error
+    report_json({**sweep, "stored": args.store, "provenance": provenance()}, args.output)
+    if args.markdown:
+        title = "# The segmenter's threshold on raw text (python -m spacy_pairatt segmenter-sweep)"
+        write_text(args.markdown, sweep_markdown(sweep, title))
 
 
 def ud_text(args) -> None:
-    """The raw text of a CoNLL-U file's documents, one a line, for `parse` from raw text."""
-    from ..evaluation.ud_eval import document_texts
+    """The raw text of a CoNLL-U file for `parse`: a paragraph a line, a blank line between documents."""
+    from ..corpora.ud_documents import raw_text
     from ..reporting.json_files import write_text
 
     with open(args.conllu, encoding="utf8") as file:
         try:
-            texts = document_texts(file)
-        except (ValueError, IndexError) as error:
+            text = raw_text(file, paragraphs=not args.documents)
+        except ValueError as error:
             message = f"{args.conllu} is not CoNLL-U ({error})"
             raise SystemExit(f"python -m spacy_pairatt ud-text: error: {message}") from None
-    text = "".join(line + "\n" for line in texts)
     if args.output:
         write_text(args.output, text)
     else:
@@ -178,8 +209,28 @@ def add_commands(commands) -> None:
         metavar="N",
         help="also count wrong lemmas and sentence boundaries by kind, with the N commonest of each",
     )
+    scoring.add_argument(
+        "--sentence-errors",
+        metavar="MD",
+        help="markdown file for the missed and false sentence boundaries by kind, with examples",
+    )
     scoring.set_defaults(func=ud_eval)
-    raw_text = commands.add_parser("ud-text", help="raw text of a CoNLL-U file's documents, one a line")
+    sweep = commands.add_parser(
+        "segmenter-sweep", help="Tokens, Words and Sentences F1 of a pipeline's pairatt_segmenter at each threshold"
+    )
+    sweep.add_argument("model", help="pipeline with a tokenizer and one pairatt_segmenter")
+    sweep.add_argument("gold", help="gold .conllu file; its raw text (ud-text's) is segmented")
+    sweep.add_argument("--thresholds", nargs="+", type=probability, default=[0.2, 0.3, 0.4, 0.5, 0.6], metavar="P")
+    sweep.add_argument("--store", action="store_true", help="save the best threshold in the pipeline (in place)")
+    sweep.add_argument("--output", help="JSON file for the sweep")
+    sweep.add_argument("--markdown", help="markdown table of the sweep")
+    sweep.set_defaults(func=segmenter_sweep)
+    raw_text = commands.add_parser(
+        "ud-text", help="raw text of a CoNLL-U file: a paragraph a line, a blank line between documents"
+    )
     raw_text.add_argument("conllu", help=".conllu file with # text (and # newdoc) comments")
     raw_text.add_argument("--output", help="text file to write (default: stdout)")
+    raw_text.add_argument(
+        "--documents", action="store_true", help="a document a line instead, its paragraphs joined by a space"
+    )
     raw_text.set_defaults(func=ud_text)

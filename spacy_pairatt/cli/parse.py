@@ -15,6 +15,17 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def probability(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], got {value}")
+    return value
+
+
 def process_count(text: str) -> int:
     """argparse type: a number of processes, >= 1 or -1 (one per CPU)."""
     value = whole_number(text)
@@ -82,8 +93,9 @@ def add_commands(commands) -> None:
     parsing.add_argument(
         "--input-format",
         default="text",
-        choices=("text", "conllu"),
-        help="text: one document per non-empty line (default); conllu: one document per sentence",
+        choices=("text", "paragraphs", "conllu"),
+        help="text: one document per non-empty line (default); paragraphs: one document per paragraph, "
+        "paragraphs separated by blank lines; conllu: one document per sentence",
     )
     parsing.add_argument("--output", help="output file (default: stdout); with Dask, the directory for the shard files")
     parsing.add_argument(

@@ -60,7 +60,11 @@ def add_commands(commands) -> None:
     assembly.add_argument("model")
     assembly.add_argument("output")
     assembly.add_argument("--accuracy", help="evaluate --output JSON whose scores go into meta.json")
-    assembly.add_argument("--senter", help="pipeline whose senter goes in front (default: the rule-based sentencizer)")
+    assembly.add_argument(
+        "--senter",
+        help="pipeline whose senter replaces the pipeline's own, or goes in front (default: the pipeline's own "
+        "segmenter, else the rule-based sentencizer)",
+    )
     assembly.add_argument("--version", help="package version for meta.json and the model card README.md")
     assembly.add_argument(
         "--ud-scores", help="ud-eval --output JSON (gold tokens) whose UPOS, XPOS, UFeats and Lemmas go into meta.json"

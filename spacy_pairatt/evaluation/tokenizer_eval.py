@@ -25,11 +25,12 @@ from spacy.language import Language
 from spacy.tokens import Doc
 
 from ..components.tokenizer import RULES, ud_english_tokenizer
+from ..corpora.ud_documents import document_texts
 from ..parse_files.files import OutputTarget, open_input
 from ..parse_files.parsing import parse_stream
 from ..reporting.json_files import write_json
 from ..reporting.tables import TOKEN_METRICS, tokenizer_tables
-from .ud_eval import document_texts, evaluate
+from .ud_eval import evaluate
 from .ud_treebank import Treebank, load_conllu, read_treebank
 
 PLACEHOLDER_TREE = "pairatt_placeholder_tree"

@@ -27,12 +27,12 @@ for the root.
 """
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..reporting.json_files import write_json
-from .ud_treebank import Treebank, UDEvalError, load_conllu
+from .ud_treebank import NO_HEAD, Treebank, UDEvalError, load_conllu
 
 METRICS = (
     "Tokens", "Sentences", "Words", "UPOS", "XPOS", "UFeats", "AllTags", "Lemmas", "UAS", "LAS", "CLAS", "MLAS", "BLEX",
@@ -195,9 +195,10 @@ def evaluate(gold: Treebank, system: Treebank) -> Dict[str, Score]:
     g, s = align_words(gold, system)
     gold_of = np.full(len(system), NOT_ALIGNED, dtype="int64")  # system word -> its gold word
     gold_of[s] = g
-    # the system head of each pair, as a gold word (-1: the root, NOT_ALIGNED: none)
+    # the system head of each pair, as a gold word (-1: the root, NOT_ALIGNED: none or no syntax)
     system_heads = system.heads[s]
     system_head_as_gold = np.where(system_heads < 0, -1, gold_of[np.maximum(system_heads, 0)])
+    system_head_as_gold[system_heads == NO_HEAD] = NOT_ALIGNED
 
     upos = gold.upos[g] == system.upos[s]
     xpos = gold.xpos[g] == system.xpos[s]
@@ -289,43 +290,6 @@ def scores_table(scores: Dict[str, Score]) -> str:
             f"{metric:<10} {100 * score.precision:9.2f} {100 * score.recall:9.2f} {100 * score.f1:9.2f} {accuracy}"
         )
     return "\n".join(lines)
-
-
-def document_texts(lines: Iterable[str]) -> List[str]:
-    """The raw text of each document of a CoNLL-U file: its sentences' `# text`, joined by a space.
-
-    A `# newdoc` comment starts a document (a file with none is one document). A sentence without
-    `# text` is rebuilt from its tokens and SpaceAfter=No. Runs of whitespace become one space, so
-    a tokenizer meets no whitespace tokens, whose FORM would not match the gold text.
-    """
-    documents: List[List[str]] = [[]]
-    text: Optional[str] = None
-    tokens: List[str] = []
-    word_end = 0
-    for line in lines:
-        line = line.rstrip("\r\n")
-        if line.startswith("#"):
-            key, _, value = line[1:].partition("=")
-            if key.split()[:1] == ["newdoc"] and documents[-1]:
-                documents.append([])
-            elif key.strip() == "text":
-                text = value.strip()
-        elif line.strip():
-            columns = line.split("\t")
-            if "." in columns[0] or len(columns) < 10:
-                continue
-            first, _, last = columns[0].partition("-")
-            if int(first) <= word_end:
-                continue  # a word inside a multiword token
-            word_end = int(last or first)
-            space = "" if "SpaceAfter=No" in columns[9].split("|") else " "
-            tokens.append(columns[1] + space)
-        elif tokens:
-            documents[-1].append(text if text is not None else "".join(tokens))
-            text, tokens, word_end = None, [], 0
-    if tokens:
-        documents[-1].append(text if text is not None else "".join(tokens))
-    return [" ".join(" ".join(sentences).split()) for sentences in documents if sentences]
 
 
 def write_results(scores: Dict[str, Score], gold_path, system_path, output, errors: Optional[Dict] = None) -> None:

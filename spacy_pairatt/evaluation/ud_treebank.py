@@ -20,6 +20,11 @@ UNIVERSAL_FEATURES = frozenset(
 )
 
 
+# The head of a word in a sentence written without syntax (every HEAD `_`, as a segmenter alone
+# writes): no word is its dependent, and it is never a correct head.
+NO_HEAD = -3
+
+
 class UDEvalError(ValueError):
     """A CoNLL-U file that cannot be scored, or two files whose texts differ; one line, with the place."""
 
@@ -140,10 +145,10 @@ class _Reader:
         if word_id != expected:
             raise self.fail(number, f"word ID {word_id} where {expected} was expected")
         try:
-            head = int(columns[6])
+            head = None if columns[6] == "_" else int(columns[6])
         except ValueError:
             raise self.fail(number, f"HEAD {columns[6]!r} is not a number") from None
-        if head < 0:
+        if head is not None and head < 0:
             raise self.fail(number, f"HEAD {head} is negative")
         multiword = word_id <= self.multiword_end
         start, end = self.multiword_span if multiword else self.add_token(number, columns[1])
@@ -164,14 +169,23 @@ class _Reader:
         if self.multiword_end > n_words:
             raise self.fail(number, f"a multiword token ends at word {self.multiword_end} of a sentence of {n_words}")
         heads = self.heads[first:]
+        if None in heads:
+            if heads.count(None) != n_words:
+                raise self.fail(self.lines[first], "HEAD `_` for some words of the sentence and a number for others")
+            self.heads[first:] = [NO_HEAD] * n_words
+        else:
+            self.heads[first:] = self.checked_heads(heads, first, n_words)
+        self.sentences[-1] = (self.sentences[-1][0], self.length)
+        self.sentence_start = None
+
+    def checked_heads(self, heads: List[int], first: int, n_words: int) -> List[int]:
+        """A sentence's HEAD numbers as word indices of the file (-1: the root), each checked."""
         outside = next((i for i, head in enumerate(heads) if head > n_words), None)
         if outside is not None:
             raise self.fail(self.lines[first + outside], f"HEAD {heads[outside]} outside a sentence of {n_words} words")
         if heads.count(0) != 1:
             raise self.fail(self.lines[first], f"the sentence has {heads.count(0)} roots (HEAD 0), not 1")
-        self.heads[first:] = [first + head - 1 if head else -1 for head in heads]
-        self.sentences[-1] = (self.sentences[-1][0], self.length)
-        self.sentence_start = None
+        return [first + head - 1 if head else -1 for head in heads]
 
     def finish(self) -> Treebank:
         if self.sentence_start is not None:

@@ -115,6 +115,10 @@ SETTING_RULES = {
     "dropout": ("a number in [0, 1)", lambda v: _is_number(v) and 0 <= v < 1),
     "grad_factor": ("a number >= 0 (0 freezes the transformer for this component)", lambda v: _is_number(v) and v >= 0),
     "threshold": ("a number in [0, 1]", lambda v: _is_number(v) and 0 <= v <= 1),
+    **{
+        name: ("a probability, a number in [0, 1]", lambda v: _is_number(v) and 0 <= v <= 1)
+        for name in ("level", "drop_final", "lowercase_start", "space_change", "line_break")
+    },
     "negative_ratio": ("null (all pairs) or a number >= 0", lambda v: v is None or (_is_number(v) and v >= 0)),
 }
 

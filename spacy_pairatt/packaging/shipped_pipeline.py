@@ -87,6 +87,19 @@ def package_requirements() -> List[str]:
     ]
 
 
+def put_senter(nlp: spacy.Language, source: spacy.Language, where: str) -> None:
+    """The `senter` of `source` into `nlp`: where nlp's own senter is (the components before it see
+    what they saw in training, the ones after read the new sentences), else in front."""
+    if "senter" not in source.pipe_names:
+        raise ValueError(f"the pipeline at {where} has no senter (its components: {', '.join(source.pipe_names)})")
+    if "senter" not in nlp.pipe_names:
+        nlp.add_pipe("senter", source=source, first=True)
+        return
+    nlp.add_pipe("senter", name="sourced_senter", source=source, before="senter")
+    nlp.remove_pipe("senter")
+    nlp.rename_pipe("sourced_senter", "senter")
+
+
 def assemble_pipeline(
     model: str,
     output: str,
@@ -101,7 +114,9 @@ def assemble_pipeline(
     attention maps from the Docs after the parser, and add the metadata and model card that `spacy package`
     ships.
 
-    senter: a pipeline whose trained `senter` is sourced; without it, spaCy's rule-based sentencizer.
+    senter: a pipeline whose trained `senter` (a pairatt_segmenter) is sourced, in place of the
+    pipeline's own senter where it has one, else in front; without it, a pipeline without a
+    segmenter gets spaCy's rule-based sentencizer in front.
     version: the package version, for meta.json and the model card.
     notes: Markdown that ends the model card (spaCy's generated README.md): in a checkout, the data, licence,
     measured figures and limits that `python -m docs_build --model-card` writes from results/.
@@ -112,11 +127,10 @@ def assemble_pipeline(
     its sentence figures are 100 by construction and would claim a perfect segmenter.
     """
     nlp = spacy.load(model)
-    if not {"sentencizer", "senter"} & set(nlp.pipe_names):
-        if senter:
-            nlp.add_pipe("senter", source=spacy.load(senter), first=True)
-        else:
-            nlp.add_pipe("sentencizer", first=True)
+    if senter:
+        put_senter(nlp, spacy.load(senter), senter)
+    elif not {"sentencizer", "senter"} & set(nlp.pipe_names):
+        nlp.add_pipe("sentencizer", first=True)
     # a pipeline trained from an older config loads with its spaCy pipes keeping their settings too
     nlp.config["nlp"]["after_pipeline_creation"] = dict(KEEP_CONFIG_SETTINGS)
     if "pairatt_release_attention" not in nlp.pipe_names:

@@ -27,7 +27,8 @@ from .writing import TEXT_WRITERS, write_docs
 
 
 def load_pipeline(model: str, tokenizer: Optional[str] = None, bounded_memory: bool = False) -> Language:
-    """spacy.load, plus a doc_cleaner at the end; a pipeline that assigns no heads is refused.
+    """spacy.load, plus a doc_cleaner at the end; a pipeline that assigns neither heads nor sentence
+    starts is refused (a segmenter alone writes sentences, with no syntax).
 
     The cleaner drops `Doc._.trf_data` (megabytes of attention per Doc) before Docs are sent back
     from worker processes or saved in a DocBin; heads and labels are already written.
@@ -49,10 +50,11 @@ def load_pipeline(model: str, tokenizer: Optional[str] = None, bounded_memory: b
         raise ParseCommandError(f"no registered tokenizer {tokenizer!r}: {flat_message(error)}") from error
     except (OSError, ValueError) as error:
         raise ParseCommandError(f"cannot load the pipeline {model!r}: {flat_message(error)}") from error
-    if not any("token.head" in nlp.get_pipe_meta(name).assigns for name in nlp.pipe_names):
+    assigned = {attribute for name in nlp.pipe_names for attribute in nlp.get_pipe_meta(name).assigns}
+    if not assigned & {"token.head", "token.is_sent_start"}:
         raise ParseCommandError(
-            f"the pipeline {model!r} has no component that assigns heads (its components: "
-            f"{', '.join(nlp.pipe_names) or 'none'}): parse needs a parser"
+            f"the pipeline {model!r} has no component that assigns heads or sentence starts (its components: "
+            f"{', '.join(nlp.pipe_names) or 'none'}): parse needs a parser or a segmenter"
         )
     if "doc_cleaner" not in nlp.pipe_names:
         nlp.add_pipe("doc_cleaner")

@@ -1,4 +1,5 @@
-"""The parse command's input, read lazily: text (a document per line) or CoNLL-U (a document per sentence).
+"""The parse command's input, read lazily: text (a document per line), paragraphs (a document per
+run of lines up to a blank line) or CoNLL-U (a document per sentence).
 
 Bytes rather than text, so each document knows its byte offset and a worker or a Dask shard can seek
 to it. An input error is a ParseCommandError naming the line.
@@ -119,17 +120,31 @@ def read_text(lines: Iterable[Line]) -> Iterator[SourceDoc]:
             yield SourceDoc(id=str(number), line=number, offset=offset, text=text)
 
 
-def read_conllu_sources(lines: Iterable[Line]) -> Iterator[SourceDoc]:
-    """One document per CoNLL-U sentence (blocks separated by blank lines)."""
+def blocks(lines: Iterable[Line]) -> Iterator[List[Line]]:
+    """Runs of non-blank lines, each ended by a blank line or the end of the input."""
     block: List[Line] = []
     for line in lines:
         if line[2].strip():
             block.append(line)
         elif block:
-            yield conllu_sentence(block)
+            yield block
             block = []
     if block:
-        yield conllu_sentence(block)
+        yield block
+
+
+def read_paragraphs(lines: Iterable[Line]) -> Iterator[SourceDoc]:
+    """One document per paragraph (lines up to a blank line), its lines joined by a line break; its
+    id is its first line's number. A paragraph break is thus always a sentence boundary, and a line
+    break inside a paragraph (wrapped text) is whitespace the segmenter weighs like any other cue."""
+    for block in blocks(lines):
+        number, offset, _ = block[0]
+        yield SourceDoc(id=str(number), line=number, offset=offset, text="\n".join(text for _, _, text in block))
+
+
+def read_conllu_sources(lines: Iterable[Line]) -> Iterator[SourceDoc]:
+    """One document per CoNLL-U sentence (blocks separated by blank lines)."""
+    return map(conllu_sentence, blocks(lines))
 
 
 def conllu_sentence(block: List[Line]) -> SourceDoc:
@@ -209,7 +224,11 @@ def conllu_sentence(block: List[Line]) -> SourceDoc:
     )
 
 
-READERS: Dict[str, Callable[[Iterable[Line]], Iterator[SourceDoc]]] = {"text": read_text, "conllu": read_conllu_sources}
+READERS: Dict[str, Callable[[Iterable[Line]], Iterator[SourceDoc]]] = {
+    "text": read_text,
+    "paragraphs": read_paragraphs,
+    "conllu": read_conllu_sources,
+}
 INPUT_FORMATS = tuple(READERS)
 
 

@@ -13,6 +13,7 @@ from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main
 from spacy_pairatt.components.tokenizer import RULES, multiword_tokens, ud_english_tokenizer
+from spacy_pairatt.corpora.ud_documents import document_texts
 from spacy_pairatt.evaluation.tokenizer_eval import (
     STOCK,
     disagreement_kind,
@@ -24,7 +25,6 @@ from spacy_pairatt.evaluation.tokenizer_eval import (
     tokenizer_pipeline,
     without_multiword_lines,
 )
-from spacy_pairatt.evaluation.ud_eval import document_texts
 from spacy_pairatt.evaluation.ud_treebank import read_treebank
 from spacy_pairatt.parse_files.parsing import parse_stream
 from tests.conftest import REPO, UD_DIR, write_first_sentences

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from spacy_pairatt.cli import main
-from spacy_pairatt.evaluation.ud_eval import METRICS, align_words, document_texts, evaluate
+from spacy_pairatt.corpora.ud_documents import document_texts
+from spacy_pairatt.evaluation.ud_eval import METRICS, align_words, evaluate
 from spacy_pairatt.evaluation.ud_treebank import (
     CONTENT_RELATIONS,
     FUNCTION_RELATIONS,
@@ -693,3 +694,92 @@ def test_a_form_with_a_space_inside_a_multiword_token_aligns_as_without_its_spac
     for space in (" ", "\u00a0"):
         result = scores(sentence(" "), sentence(space))
         assert (result["Words"].f1, result["LAS"].f1) == (1.0, 1.0), repr(space)
+
+
+# Sentences without syntax (a segmenter alone) and sentence errors by kind ----------------------------
+
+
+def without_syntax(text: str) -> str:
+    """The CoNLL-U text with HEAD and DEPREL `_` on every word line."""
+    rows = []
+    for line in text.splitlines():
+        columns = line.split("\t")
+        if len(columns) == 10:
+            columns[6] = columns[7] = "_"
+        rows.append("\t".join(columns))
+    return "\n".join(rows) + "\n"
+
+
+def test_a_file_without_syntax_scores_its_tokens_and_sentences_and_no_heads():
+    gold = read_treebank(conllu(HOME, SHE).splitlines(True), "gold")
+    system = read_treebank(without_syntax(conllu(HOME, SHE)).splitlines(True), "system")
+    result = evaluate(gold, system)
+    assert (result["Tokens"].f1, result["Sentences"].f1, result["Words"].f1) == (1.0, 1.0, 1.0)
+    # the gold roots (walked, ran) are not found either: a word without syntax has no head at all
+    assert (result["UAS"].correct, result["LAS"].correct) == (0, 0)
+
+
+def test_head_underscore_for_part_of_a_sentence_is_an_error_naming_the_line():
+    text = conllu(HOME).replace("1\tHe\the\tPRON\tPRP\t_\t2", "1\tHe\the\tPRON\tPRP\t_\t_")
+    with pytest.raises(UDEvalError, match=r"line 1: HEAD `_` for some words of the sentence and a number for others"):
+        read_treebank(text.splitlines(True), "system")
+
+
+@pytest.mark.parametrize(
+    "before, after, edge, kind",
+    [
+        (".", "She", True, "paragraph_edge"),
+        (":-)", "Posted", False, "emoticon_or_url"),
+        ("http://www.example.com", "Then", False, "emoticon_or_url"),
+        ("nina@example.org", "PS", False, "emoticon_or_url"),
+        ('"', "He", False, "quote_or_bracket"),
+        (".", ")", False, "quote_or_bracket"),
+        ("Mr.", "Smith", False, "abbreviation"),
+        ("U.S.", "The", False, "abbreviation"),
+        (":", "Do", False, "list_or_heading"),
+        ("items", "2.", False, "list_or_heading"),
+        ("Sincerely", "Traci", False, "no_final_punctuation"),
+        (".", "?", False, "other"),
+        ("!", "We", False, "other"),
+    ],
+)
+def test_boundary_kinds(before, after, edge, kind):
+    from spacy_pairatt.evaluation.ud_errors import boundary_kind
+
+    assert boundary_kind(before, after, edge) == kind
+
+
+def test_sentence_errors_by_kind_on_ewt_dev_against_its_own_sentences_merged_by_paragraph(ewt_dev_lines, tmp_path):
+    """A system that keeps every paragraph as one sentence misses exactly the gold boundaries
+    inside paragraphs, none at a paragraph edge, and makes no false ones."""
+    from spacy_pairatt.corpora.ud_documents import paragraph_starts, read_ud_documents
+
+    blocks = "".join(ewt_dev_lines).strip().split("\n\n")
+    starts = set(paragraph_starts(read_ud_documents(ewt_dev_lines)))
+    merged, offset = [], 0
+    for number, block in enumerate(blocks):
+        rows = [line.split("\t") for line in block.splitlines() if not line.startswith("#")]
+        if number in starts:
+            merged.append([])
+            offset = 0
+        for row in rows:
+            if "." in row[0]:
+                continue
+            first, _, last = row[0].partition("-")
+            row[0] = f"{int(first) + offset}" + (f"-{int(last) + offset}" if last else "")
+            row[6], row[7] = "_", "_"
+            merged[-1].append("\t".join(row))
+        offset += sum(1 for row in rows if row[0].isdigit())
+    system = tmp_path / "paragraphs.conllu"
+    system.write_text("".join("\n".join(rows) + "\n\n" for rows in merged), encoding="utf8")
+    markdown = tmp_path / "errors.md"
+    main(
+        ["ud-eval", str(EWT_DEV), str(system), "--sentence-errors", str(markdown), "--output", str(tmp_path / "s.json")]
+    )
+    text = markdown.read_text(encoding="utf8")
+    inside = 2001 - len(starts)
+    assert f"missed {inside}, false 0" in text
+    assert "| paragraph_edge | 0 | 0 |" in text
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "kind" not in line]
+    assert sum(int(row[1]) for row in rows) == inside
+    assert "## Missed boundaries" in text and "- no_final_punctuation: `" in text

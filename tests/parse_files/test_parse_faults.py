@@ -206,14 +206,27 @@ def test_nonsense_options_are_refused_by_argparse(fast_model, tmp_path, capsys, 
     assert f"argument {option}:" in capsys.readouterr().err
 
 
-def test_a_pipeline_without_a_parser_is_refused(tmp_path):
+def test_a_pipeline_without_a_parser_or_a_segmenter_is_refused(tmp_path):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler")
+    nlp.to_disk(tmp_path / "model")
+    (tmp_path / "input.txt").write_text("One line .\n", encoding="utf8")
+    message = "has no component that assigns heads or sentence starts .*entity_ruler.*needs a parser or a segmenter"
+    with pytest.raises(SystemExit, match=message):
+        main(["parse", str(tmp_path / "model"), str(tmp_path / "input.txt"), "--output", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_segmenter_alone_writes_sentences_without_syntax(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     nlp.to_disk(tmp_path / "model")
-    (tmp_path / "input.txt").write_text("One line .\n", encoding="utf8")
-    with pytest.raises(SystemExit, match="has no component that assigns heads .*sentencizer.*needs a parser"):
-        main(["parse", str(tmp_path / "model"), str(tmp_path / "input.txt"), "--output", str(tmp_path / "out")])
-    assert not (tmp_path / "out").exists()
+    (tmp_path / "input.txt").write_text("One line. Two here.\n", encoding="utf8")
+    main(["parse", str(tmp_path / "model"), str(tmp_path / "input.txt"), "--output", str(tmp_path / "out.conllu")])
+    sentences = [block.splitlines() for block in (tmp_path / "out.conllu").read_text(encoding="utf8").split("\n\n")]
+    words = [[line.split("\t") for line in block if not line.startswith("#")] for block in sentences if block]
+    assert [[row[1] for row in sentence] for sentence in words] == [["One", "line", "."], ["Two", "here", "."]]
+    assert {(row[6], row[7]) for sentence in words for row in sentence} == {("_", "_")}
 
 
 CONLLU_HEAD = "# sent_id = a\n1\tThe\t_\t_\t_\t_\t2\tdet\t_\t_\n2\tcat\t_\t_\t_\t_\t0\troot\t_\t_\n\n"

@@ -1,0 +1,194 @@
+"""pairatt_segmenter (spacy_pairatt/components/segmenter.py) and its training noise
+(spacy_pairatt/corpora/raw_text_noise.py), on EWT dev documents and on odd input."""
+
+import random
+
+import numpy as np
+import pytest
+import spacy
+from spacy.tokens import Doc
+from spacy.training import Example
+
+from spacy_pairatt.components.segmenter import sentence_starts
+from spacy_pairatt.corpora.raw_text_noise import make_raw_text_noise, noised
+from spacy_pairatt.corpora.ud_documents import iter_document_docs, read_ud_documents
+from tests.conftest import UD_DIR
+
+EWT_DEV = UD_DIR / "en_ewt-ud-dev.conllu"
+SMALL_SEGMENTER = {
+    "model": {
+        "@architectures": "spacy.Tagger.v2",
+        "tok2vec": {
+            "@architectures": "spacy.Tok2Vec.v2",
+            "embed": {
+                "@architectures": "spacy.MultiHashEmbed.v2",
+                "width": 32,
+                "attrs": ["NORM", "SHAPE", "SPACY"],
+                "rows": [500, 100, 4],
+                "include_static_vectors": False,
+            },
+            "encode": {"@architectures": "spacy-pairatt.DropoutBiLSTMEncoder.v1", "width": 32, "depth": 1},
+        },
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def dev_docs():
+    if not EWT_DEV.exists():
+        pytest.skip(f"UD English-EWT not found at {EWT_DEV}")
+    vocab = spacy.blank("en").vocab
+    return list(iter_document_docs(vocab, read_ud_documents(EWT_DEV.read_text(encoding="utf8").splitlines())))
+
+
+@pytest.fixture(scope="module")
+def trained_segmenter(dev_docs):
+    """A small segmenter trained for 60 steps on 120 EWT dev documents: enough to find full stops."""
+    spacy.util.fix_random_seed(0)
+    nlp = spacy.blank("en", vocab=dev_docs[0].vocab)
+    nlp.add_pipe("pairatt_segmenter", name="senter", config=SMALL_SEGMENTER)
+    examples = [Example(unannotated(d), d) for d in dev_docs[:120]]
+    optimizer = nlp.initialize(lambda: examples)
+    optimizer.learn_rate = 0.01
+    rng = random.Random(0)
+    for _ in range(60):
+        nlp.update(rng.sample(examples, 8), sgd=optimizer)
+    return nlp
+
+
+def unannotated(doc: Doc) -> Doc:
+    return Doc(doc.vocab, words=[t.text for t in doc], spaces=[bool(t.whitespace_) for t in doc])
+
+
+def test_a_paragraph_break_starts_a_sentence_and_whitespace_never_does():
+    nlp = spacy.blank("en")
+    doc = nlp.make_doc("Hello there\n\nnext line \n more")
+    texts = [token.text for token in doc]
+    assert texts == ["Hello", "there", "\n\n", "next", "line", "\n ", "more"]
+    never = sentence_starts(doc, np.zeros(len(doc)), threshold=0.5)
+    assert never.tolist() == [1, 0, 0, 1, 0, 0, 0]  # the break alone; a single newline is the model's call
+    always = sentence_starts(doc, np.ones(len(doc)), threshold=0.5)
+    assert always.tolist() == [1, 1, 0, 1, 1, 0, 1]  # whitespace tokens never start one
+
+
+def test_leading_whitespace_belongs_to_the_first_sentence():
+    doc = spacy.blank("en").make_doc("\n\n  Hello world")
+    assert doc[0].is_space
+    starts = sentence_starts(doc, np.ones(len(doc)), 0.5)
+    first_word = next(token.i for token in doc if not token.is_space)
+    assert starts[0] == 1 and not starts[1 : first_word + 1].any()
+
+
+def test_the_threshold_moves_the_decision():
+    doc = spacy.blank("en").make_doc("a b c d")
+    probabilities = np.array([0.9, 0.2, 0.4, 0.6])
+    assert sentence_starts(doc, probabilities, 0.5).tolist() == [1, 0, 0, 1]
+    assert sentence_starts(doc, probabilities, 0.3).tolist() == [1, 0, 1, 1]
+    assert sentence_starts(doc, probabilities, 1.0).tolist() == [1, 0, 0, 0]
+
+
+def test_a_threshold_outside_zero_to_one_is_refused():
+    nlp = spacy.blank("en")
+    with pytest.raises(ValueError, match="pairatt_segmenter: threshold must be a number in"):
+        nlp.add_pipe("pairatt_segmenter", config={"threshold": 1.5})
+    segmenter = nlp.add_pipe("pairatt_segmenter")
+    with pytest.raises(ValueError, match="pairatt_segmenter: threshold must be a number in"):
+        segmenter.threshold = -0.1
+
+
+def test_the_trained_segmenter_splits_ewt_dev_paragraphs(trained_segmenter, dev_docs):
+    """Held-out EWT dev documents (not among the 120 trained on): most gold sentence starts found."""
+    nlp = trained_segmenter
+    gold = dev_docs[200:260]
+    predicted = list(nlp.pipe(doc.text for doc in gold))
+    assert [doc.text for doc in predicted] == [doc.text for doc in gold]
+    found = sum(
+        p[t.i].is_sent_start for g, p in zip(gold, predicted) for t in g if t.is_sent_start and len(p) == len(g)
+    )
+    total = sum(t.is_sent_start for g in gold for t in g)
+    print(f"found {found} of {total}")
+    assert found / total > 0.6
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "\n\n\n", "a", ".", "\n\nx\n\n", " ".join(["word"] * 5000), "Hi.\n\n\n\nBye.", "a\n\n\n\n"],
+    ids=["empty", "space", "blank lines", "one char", "full stop", "char in breaks", "5000 words", "breaks", "tail"],
+)
+def test_odd_input_gives_whole_sentences_of_words(trained_segmenter, text):
+    doc = trained_segmenter(text)
+    assert doc.text == text
+    sentences = list(doc.sents) if len(doc) else []
+    assert sum(len(sentence) for sentence in sentences) == len(doc)
+    assert all(any(not token.is_space for token in s) for s in sentences[1:])
+    assert not any(token.is_sent_start and token.is_space and token.i for token in doc)
+    if "\n\n" in text.strip():
+        after_breaks = [t.i + 1 for t in doc[:-1] if t.is_space and t.text.count("\n") >= 2 and t.i > 0]
+        assert all(doc[i].is_sent_start for i in after_breaks if not doc[i].is_space)
+
+
+def test_sentence_starts_a_user_set_are_kept(trained_segmenter):
+    doc = trained_segmenter.make_doc("One two three four")
+    doc[2].is_sent_start = True
+    doc[1].is_sent_start = False
+    doc = trained_segmenter.get_pipe("senter")(doc)
+    assert doc[2].is_sent_start and not doc[1].is_sent_start
+
+
+def test_the_threshold_survives_saving(trained_segmenter, tmp_path):
+    trained_segmenter.get_pipe("senter").threshold = 0.25
+    trained_segmenter.to_disk(tmp_path / "segmenter")
+    loaded = spacy.load(tmp_path / "segmenter")
+    assert loaded.get_pipe("senter").threshold == 0.25
+    text = "this is one sentence without a stop\n\nand a second paragraph"
+    assert [s.text for s in loaded(text).sents] == [s.text for s in trained_segmenter(text).sents]
+
+
+# --- training noise ---------------------------------------------------------------------------------
+
+
+def test_noise_drops_final_punctuation_and_keeps_every_gold_start_on_its_word(dev_docs):
+    doc = dev_docs[1]
+    noisy = noised(doc, random.Random(0), drop_final=1.0, lowercase_start=0.0, space_change=0.0)
+    sentences = list(doc.sents)
+    finals = sum(1 for s in sentences[:-1] if [t for t in s if not t.is_space][-1].text in ".!?" and len(s) > 1)
+    assert len(noisy) == len(doc) - finals and finals > 0
+    assert [s[0].text for s in noisy.sents] == [s[0].text for s in sentences]
+    assert len(list(noisy.sents)) == len(sentences)
+
+
+def test_noise_lowercases_starts_and_moves_spaces(dev_docs):
+    doc = dev_docs[1]
+    lowered = noised(doc, random.Random(0), drop_final=0.0, lowercase_start=1.0, space_change=0.0)
+    capitalised = [s[0].text for s in doc.sents if s[0].text[:1].isupper() and s[0].text[1:2].islower()]
+    assert capitalised and all(
+        s[0].text[:1].islower() for s in lowered.sents if s[0].text.lower() in map(str.lower, capitalised)
+    )
+    spaced = noised(doc, random.Random(0), drop_final=0.0, lowercase_start=0.0, space_change=1.0)
+    assert [t.text for t in spaced] == [t.text for t in doc] and spaced.text != doc.text
+
+
+def test_the_augmenter_keeps_each_example_and_adds_a_noised_copy_at_its_level(dev_docs):
+    nlp = spacy.blank("en", vocab=dev_docs[0].vocab)
+    examples = [Example(d.copy(), d) for d in dev_docs[:50]]
+    random.seed(0)
+    never = [eg for example in examples for eg in make_raw_text_noise(level=0.0)(nlp, example)]
+    assert never == examples
+    always = [eg for example in examples for eg in make_raw_text_noise(level=1.0, drop_final=1.0)(nlp, example)]
+    assert len(always) == 2 * len(examples)
+    for original, copy in zip(always[::2], always[1::2]):
+        assert copy.reference.has_annotation("SENT_START") and not copy.predicted.has_annotation("SENT_START")
+        assert [t.text for t in copy.predicted] == [t.text for t in copy.reference]
+        assert len([t for t in copy.reference if t.text != "\n"]) <= len(original.reference)
+    with pytest.raises(ValueError, match="raw_text_noise.v1: level must be a probability"):
+        make_raw_text_noise(level=2)
+
+
+def test_noise_wraps_lines_between_words_and_no_line_break_starts_a_sentence(dev_docs):
+    doc = dev_docs[1]
+    wrapped = noised(doc, random.Random(0), drop_final=0.0, lowercase_start=0.0, space_change=0.0, line_break=0.5)
+    breaks = [token for token in wrapped if token.text == "\n"]
+    assert breaks and not any(token.is_sent_start for token in breaks)
+    assert [t.text for t in wrapped if t.text != "\n"] == [t.text for t in doc]
+    assert [s[0].text for s in wrapped.sents] == [s[0].text for s in doc.sents]
+    assert wrapped.text.replace("\n", " ") == doc.text.replace("\n", " ")

@@ -1,0 +1,105 @@
+"""CoNLL-U as raw text (spacy_pairatt/corpora/ud_documents.py): documents, paragraphs and sentences
+of UD English-EWT dev, the text `ud-text` writes and the training Docs `ud-docs` writes."""
+
+import pytest
+import spacy
+from spacy.tokens import DocBin
+
+from spacy_pairatt.cli import main
+from spacy_pairatt.corpora.ud_documents import (
+    PARAGRAPH_BREAK,
+    document_doc,
+    paragraph_starts,
+    raw_text,
+    read_ud_documents,
+)
+from spacy_pairatt.evaluation.ud_treebank import load_conllu
+from tests.conftest import UD_DIR
+
+EWT_DEV = UD_DIR / "en_ewt-ud-dev.conllu"
+
+
+@pytest.fixture(scope="module")
+def dev_lines():
+    if not EWT_DEV.exists():
+        pytest.skip(f"UD English-EWT not found at {EWT_DEV}")
+    return EWT_DEV.read_text(encoding="utf8").splitlines(True)
+
+
+def comment_count(lines, key):
+    return sum(line.split("=")[0].split()[1:2] == [key] for line in lines if line.startswith("#"))
+
+
+def test_ewt_dev_documents_paragraphs_and_sentences_are_the_files(dev_lines):
+    documents = read_ud_documents(dev_lines)
+    paragraphs = [paragraph for document in documents for paragraph in document]
+    sentences = [sentence for paragraph in paragraphs for sentence in paragraph]
+    assert len(documents) == comment_count(dev_lines, "newdoc")
+    assert len(paragraphs) == comment_count(dev_lines, "newpar")
+    assert len(sentences) == comment_count(dev_lines, "sent_id")
+    # every word once, multiword tokens as their words, and the text is the gold text
+    gold = load_conllu(EWT_DEV)
+    assert sum(len(sentence.words) for sentence in sentences) == len(gold)
+    assert "".join(word for sentence in sentences for word in sentence.words) == gold.text
+
+
+def test_ud_text_writes_a_paragraph_a_line_and_a_blank_line_between_documents(dev_lines, tmp_path):
+    main(["ud-text", str(EWT_DEV), "--output", str(tmp_path / "dev.txt")])
+    text = (tmp_path / "dev.txt").read_text(encoding="utf8")
+    assert text == raw_text(dev_lines)
+    blocks = text.split("\n\n")
+    assert len(blocks) == comment_count(dev_lines, "newdoc")
+    assert sum(len(block.strip("\n").split("\n")) for block in blocks) == comment_count(dev_lines, "newpar")
+    assert "".join(text.split()) == load_conllu(EWT_DEV).text
+
+
+def test_paragraph_starts_are_the_sentences_with_newpar_or_newdoc(dev_lines):
+    blocks = "".join(dev_lines).strip().split("\n\n")
+    expected = [
+        number for number, block in enumerate(blocks) if "\n# newpar" in "\n" + block or "\n# newdoc" in "\n" + block
+    ]
+    starts = paragraph_starts(read_ud_documents(dev_lines))
+    assert starts == expected and starts[0] == 0 and len(starts) == comment_count(dev_lines, "newpar")
+
+
+def test_ud_docs_writes_documents_with_a_blank_line_between_paragraphs(dev_lines, tmp_path):
+    main(["ud-docs", str(EWT_DEV), str(tmp_path / "dev.spacy")])
+    nlp = spacy.blank("en")
+    docs = list(DocBin().from_disk(tmp_path / "dev.spacy").get_docs(nlp.vocab))
+    documents = read_ud_documents(dev_lines)
+    assert len(docs) == len(documents)
+    breaks = [token for doc in docs for token in doc if token.text == PARAGRAPH_BREAK]
+    assert len(breaks) == sum(len(document) - 1 for document in documents)
+    assert not any(token.is_sent_start for token in breaks)
+    assert all(doc[token.i + 1].is_sent_start for doc in docs for token in doc if token.text == PARAGRAPH_BREAK)
+    assert sum(len(list(doc.sents)) for doc in docs) == comment_count(dev_lines, "sent_id")
+    assert "".join("".join(doc.text.split()) for doc in docs) == load_conllu(EWT_DEV).text
+
+
+def test_a_multiword_token_is_its_words_with_the_tokens_spacing():
+    lines = [
+        "# newdoc id = a", "# text = I don't know",
+        "1\tI\t_\t_\t_\t_\t3\tnsubj\t_\t_",
+        "2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_",
+        "2\tdo\t_\t_\t_\t_\t4\taux\t_\t_",
+        "3\tn't\t_\t_\t_\t_\t4\tadvmod\t_\t_",
+        "4\tknow\t_\t_\t_\t_\t0\troot\t_\tSpaceAfter=No",
+        "",
+    ]  # fmt: skip
+    (document,) = read_ud_documents(lines)
+    (sentence,) = document[0]
+    assert sentence.words == ["I", "do", "n't", "know"] and sentence.spaces == [True, False, True, False]
+    doc = document_doc(spacy.blank("en").vocab, document)
+    assert doc.text == "I don't know"
+
+
+@pytest.mark.parametrize(
+    "line, message", [("1\tword\t_", "line 1 has 3 columns"), ("x\tword" + "\t_" * 8, "line 1 has the ID 'x'")]
+)
+def test_a_malformed_line_is_a_value_error_naming_it(line, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        read_ud_documents([line])
+    (tmp_path / "bad.conllu").write_text(line + "\n", encoding="utf8")
+    with pytest.raises(SystemExit, match=f"ud-docs: error: .*bad.conllu: {message}"):
+        main(["ud-docs", str(tmp_path / "bad.conllu"), str(tmp_path / "out.spacy")])
+    assert not (tmp_path / "out.spacy").exists()
