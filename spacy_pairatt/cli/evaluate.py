@@ -1,5 +1,5 @@
-"""evaluate, table, semeval-evaluate, docred-evaluate, relations-table, ud-eval, ud-text: scores of
-trained pipelines and their tables (`spacy_pairatt.evaluation`)."""
+"""evaluate, table, semeval-evaluate, docred-evaluate, relations-table, ud-eval, ud-table, ud-text,
+segmenter-sweep: scores of trained pipelines and their tables (`spacy_pairatt.evaluation`)."""
 
 import sys
 from pathlib import Path
@@ -105,6 +105,29 @@ def ud_eval(args) -> None:
         write_text(args.sentence_errors, sentence_errors_markdown(errors, title))
     if args.output:
         write_results(scores, args.gold, args.system, args.output, errors=errors if args.errors else None)
+
+
+def ud_table(args) -> None:
+    """A markdown table of `ud-eval --output` files given as NAME:PATH."""
+    from ..evaluation.ud_eval import results_table
+    from ..reporting.json_files import read_json, write_text
+
+    rows = []
+    for spec in args.results:
+        name, separator, path = spec.partition(":")
+        if not separator or not name:
+            raise SystemExit(f"python -m spacy_pairatt ud-table: error: {spec!r} is not NAME:PATH")
+        result = read_json(path)
+        if not isinstance(result, dict) or "metrics" not in result:
+            raise SystemExit(f"python -m spacy_pairatt ud-table: error: {path} is not an ud-eval --output file")
+        rows.append((name, result))
+    try:
+        text = (args.title + "\n\n" if args.title else "") + results_table(rows, args.metrics)
+    except ValueError as error:
+        raise SystemExit(f"python -m spacy_pairatt ud-table: error: {error}") from error
+    if args.output:
+        write_text(args.output, text)
+    print(text, end="")
 
 
 def segmenter_sweep(args) -> None:
@@ -215,6 +238,12 @@ def add_commands(commands) -> None:
         help="markdown file for the missed and false sentence boundaries by kind, with examples",
     )
     scoring.set_defaults(func=ud_eval)
+    ud_tabulate = commands.add_parser("ud-table", help="markdown table of ud-eval --output files")
+    ud_tabulate.add_argument("results", nargs="+", help="NAME:PATH of an ud-eval --output file")
+    ud_tabulate.add_argument("--metrics", nargs="+", default=["Tokens", "Words", "Sentences"], metavar="METRIC")
+    ud_tabulate.add_argument("--title", default="", help="a line written above the table")
+    ud_tabulate.add_argument("--output", help="markdown file to write")
+    ud_tabulate.set_defaults(func=ud_table)
     sweep = commands.add_parser(
         "segmenter-sweep", help="Tokens, Words and Sentences F1 of a pipeline's pairatt_segmenter at each threshold"
     )

@@ -27,7 +27,8 @@ for the root.
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -290,6 +291,23 @@ def scores_table(scores: Dict[str, Score]) -> str:
             f"{metric:<10} {100 * score.precision:9.2f} {100 * score.recall:9.2f} {100 * score.f1:9.2f} {accuracy}"
         )
     return "\n".join(lines)
+
+
+def results_table(rows: List[Tuple[str, Dict]], metrics: Sequence[str]) -> str:
+    """Markdown: a row per (name, `ud-eval --output` result) with each metric's F1 in percent, the
+    gold file and the commit the scores were made at."""
+    unknown = [metric for metric in metrics if metric not in METRICS]
+    if unknown:
+        raise ValueError(f"no metric {', '.join(unknown)}; ud-eval's are {', '.join(METRICS)}")
+    lines = [
+        "| system | gold | " + " | ".join(f"{metric} F1" for metric in metrics) + " | commit |",
+        "|---|---|" + "---|" * len(metrics) + "---|",
+    ]
+    for name, result in rows:
+        figures = " | ".join(f"{f1_percent(result, metric):.2f}" for metric in metrics)
+        commit = (result.get("provenance", {}).get("code", {}).get("commit") or "?")[:7]
+        lines.append(f"| {name} | `{Path(result['gold']).name}` | {figures} | {commit} |")
+    return "\n".join(lines) + "\n"
 
 
 def write_results(scores: Dict[str, Score], gold_path, system_path, output, errors: Optional[Dict] = None) -> None:

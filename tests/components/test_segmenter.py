@@ -1,6 +1,7 @@
 """pairatt_segmenter (spacy_pairatt/components/segmenter.py) and its training noise
 (spacy_pairatt/corpora/raw_text_noise.py), on EWT dev documents and on odd input."""
 
+import json
 import random
 
 import numpy as np
@@ -192,3 +193,72 @@ def test_noise_wraps_lines_between_words_and_no_line_break_starts_a_sentence(dev
     assert [t.text for t in wrapped if t.text != "\n"] == [t.text for t in doc]
     assert [s[0].text for s in wrapped.sents] == [s[0].text for s in doc.sents]
     assert wrapped.text.replace("\n", " ") == doc.text.replace("\n", " ")
+
+
+# --- the threshold sweep and the pipelines it joins --------------------------------------------------
+
+
+def test_the_sweep_scores_ewt_dev_raw_text_at_each_threshold_and_stores_the_best(trained_segmenter, tmp_path):
+    from spacy_pairatt.cli import main
+
+    model = tmp_path / "segmenter"
+    trained_segmenter.to_disk(model)
+    output = tmp_path / "sweep.json"
+    main(
+        [
+            "segmenter-sweep",
+            str(model),
+            str(EWT_DEV),
+            "--thresholds",
+            "0.05",
+            "0.5",
+            "0.95",
+            "--store",
+            "--output",
+            str(output),
+            "--markdown",
+            str(tmp_path / "sweep.md"),
+        ]
+    )
+    sweep = json.loads(output.read_text(encoding="utf8"))
+    rows = {row["threshold"]: row for row in sweep["rows"]}
+    # the tokenizer does not depend on the threshold; more starts are guessed the lower it is
+    assert len({(row["Tokens"], row["Words"]) for row in rows.values()}) == 1
+    false = {t: sum(row["false"].values()) for t, row in rows.items()}
+    missed = {t: sum(row["missed"].values()) for t, row in rows.items()}
+    assert false[0.05] > false[0.5] > false[0.95] and missed[0.05] < missed[0.5] < missed[0.95]
+    # a paragraph a Doc: no paragraph edge is ever missed
+    assert all(row["missed"]["paragraph_edge"] == 0 for row in rows.values())
+    best = max(rows.values(), key=lambda row: row["Sentences"])["threshold"]
+    assert sweep["best"] == best and sweep["stored"] and "provenance" in sweep
+    assert spacy.load(model).get_pipe("senter").threshold == best
+    assert f"Best: **{best}**" in (tmp_path / "sweep.md").read_text(encoding="utf8")
+
+
+def test_the_sweep_refuses_a_pipeline_without_a_segmenter(tmp_path):
+    from spacy_pairatt.cli import main
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.to_disk(tmp_path / "model")
+    with pytest.raises(SystemExit, match="segmenter-sweep: error: the pipeline has 0 pairatt_segmenter components"):
+        main(["segmenter-sweep", str(tmp_path / "model"), str(EWT_DEV)])
+
+
+def test_assemble_puts_the_segmenter_in_place_of_a_pipelines_senter(trained_segmenter, tmp_path):
+    from spacy_pairatt.packaging.shipped_pipeline import put_senter
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer", name="senter")
+    nlp.add_pipe("entity_ruler")
+    put_senter(nlp, trained_segmenter, "the segmenter")
+    assert nlp.pipe_names == ["senter", "entity_ruler"]
+    assert nlp.get_pipe_meta("senter").factory == "pairatt_segmenter"
+    text = "one sentence here\n\nand another paragraph"
+    assert [s.text for s in nlp(text).sents] == [s.text for s in trained_segmenter(text).sents]
+    bare = spacy.blank("en")
+    bare.add_pipe("entity_ruler")
+    put_senter(bare, trained_segmenter, "the segmenter")
+    assert bare.pipe_names == ["senter", "entity_ruler"]
+    with pytest.raises(ValueError, match="the pipeline at elsewhere has no senter"):
+        put_senter(bare, spacy.blank("en"), "elsewhere")

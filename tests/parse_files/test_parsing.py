@@ -286,3 +286,42 @@ def test_another_registered_tokenizer_replaces_the_pipelines(model_dir, tmp_path
     assert "".join(path.read_text(encoding="utf8") for path in sorted((tmp_path / "shards").iterdir())) == single
     with pytest.raises(SystemExit, match="no registered tokenizer 'no.such.tokenizer.v1'"):
         parse(model_dir, text, tmp_path / "out.conllu", "--tokenizer", "no.such.tokenizer.v1")
+
+
+def test_paragraphs_input_makes_a_document_of_each_paragraph_and_keeps_its_line_breaks(model_dir, tmp_path):
+    """EWT dev paragraphs as `ud-text` writes them, each wrapped at 60 characters as plain text is:
+    one document per paragraph (so a paragraph break always ends a sentence), its text the
+    paragraph with its line breaks, its id the number of its first line."""
+    import textwrap
+
+    from spacy_pairatt.corpora.ud_documents import raw_text
+
+    paragraphs = [
+        line
+        for line in raw_text((UD_DIR / "en_ewt-ud-dev.conllu").read_text(encoding="utf8").splitlines()).splitlines()
+        if line
+    ][:40]
+    wrapped = ["\n".join(textwrap.wrap(paragraph, 60)) for paragraph in paragraphs]
+    source = tmp_path / "paragraphs.txt"
+    source.write_text("\n\n".join(wrapped) + "\n", encoding="utf8")
+    (tmp_path / "out.jsonl").unlink(missing_ok=True)
+    main(
+        [
+            "parse",
+            model_dir,
+            str(source),
+            "--input-format",
+            "paragraphs",
+            "--output-format",
+            "json",
+            "--output",
+            str(tmp_path / "out.jsonl"),
+            "--no-progress",
+        ]
+    )
+    documents = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf8").splitlines()]
+    assert [document["text"] for document in documents] == wrapped
+    first_lines = [1]
+    for text in wrapped[:-1]:
+        first_lines.append(first_lines[-1] + text.count("\n") + 2)
+    assert [document["id"] for document in documents] == [str(line) for line in first_lines]
