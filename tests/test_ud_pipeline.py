@@ -59,39 +59,57 @@ def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def stage_two_model(trained_model, tiny_bert_dir):
-    """configs/pipeline_senter_minilm.cfg on the 2-step pipeline: a new senter, everything else sourced."""
+def stage_two_model(trained_model):
+    """Stage 2: configs/segmenter.cfg trained for 2 steps on the 2-step pipeline's transformer, then
+    put in place of its senter by `assemble --senter`."""
     from spacy.cli.train import train
 
     folder = trained_model.parent.parent
     overrides = {
         "paths.train": str(folder / "train.spacy"),
         "paths.dev": str(folder / "dev.spacy"),
-        "paths.stage1": str(trained_model),
+        "paths.encoder_pipeline": str(trained_model),
         "training.max_steps": 2,
         "training.eval_frequency": 1000,
     }
-    train(REPO / "configs" / "pipeline_senter_minilm.cfg", folder / "stage2", overrides=overrides)
-    return folder / "stage2" / "model-last"
+    train(REPO / "configs" / "segmenter.cfg", folder / "segmenter", overrides=overrides)
+    assemble_pipeline(str(trained_model), str(folder / "stage2"), senter=str(folder / "segmenter" / "model-last"))
+    return folder / "stage2"
 
 
-def test_stage_two_trains_a_new_senter_and_keeps_every_other_component(trained_model, stage_two_model):
+def test_stage_two_puts_the_segmenter_in_place_of_the_senter_and_keeps_every_other_component(
+    trained_model, stage_two_model
+):
     """The second stage changes the senter alone: the other components' weights are stage 1's, byte for
-    byte, and the new senter reads the whole Doc (a BiLSTM per member of its ensemble) through its own listener."""
+    byte, and the new senter (a pairatt_segmenter) reads the whole Doc through its own listener to the
+    same transformer (a BiLSTM per member of its ensemble)."""
     first, second = spacy.load(trained_model), spacy.load(stage_two_model)
-    assert second.pipe_names == first.pipe_names
+    assert second.pipe_names == first.pipe_names + ["pairatt_release_attention"]
+    assert second.get_pipe_meta("senter").factory == "pairatt_segmenter"
     encoders = [nlp.get_pipe("transformer").model.transformer.state_dict() for nlp in (first, second)]
     assert all(torch.equal(weights, encoders[1][key]) for key, weights in encoders[0].items())
     for name in ("tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
         assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
     senter = second.get_pipe("senter").model
-    members = spacy.util.load_config(REPO / "configs" / "pipeline_senter_minilm.cfg")["components"]["senter"]["model"]
+    members = spacy.util.load_config(REPO / "configs" / "segmenter.cfg")["components"]["senter"]["model"]
     assert sum(node.name == "pytorch" for node in senter.walk()) == members["members"] > 1  # one BiLSTM each
-    assert senter.to_bytes() != first.get_pipe("senter").model.to_bytes()
     assert len(second.get_pipe("transformer").listeners) == 5
-    doc = second(TEXT)
+    doc = second(TEXT + "\n\nA second paragraph")
     assert doc.has_annotation("SENT_START") and doc.has_annotation("DEP") and all(t.lemma_ for t in doc)
-    assert len(second("")) == 0  # an empty Doc passes the BiLSTM senter
+    assert doc[-3].is_sent_start  # after the paragraph break
+    assert len(second("")) == 0  # an empty Doc passes the BiLSTM segmenter
+
+
+def test_a_segmenter_trained_on_another_transformer_is_refused(stage_two_model, tiny_bert_dir, tmp_path):
+    """Its listener would read features it never saw: assemble says so instead."""
+    from spacy_pairatt.packaging.shipped_pipeline import put_senter
+
+    other = spacy.load(stage_two_model)
+    weights = other.get_pipe("transformer").model.transformer
+    with torch.no_grad():
+        next(weights.parameters()).add_(1.0)
+    with pytest.raises(ValueError, match="listens to its own 'transformer', whose weights differ from the pipeline's"):
+        put_senter(other, spacy.load(stage_two_model), "the segmenter")
 
 
 TEXT = "The dog barked at me. I didn't know why, so I left."

@@ -13,6 +13,7 @@ from spacy.training import Corpus, Example
 from ..components.attention_release import AttentionRelease
 from ..core.decoding import DECODERS
 from ..integration.scoring import arc_counts, score_parse
+from ..packaging.shipped_pipeline import put_senter
 from ..reporting.provenance import model_provenance, provenance
 
 SENTENCE_SOURCES = ("pipeline", "gold", "sentencizer", "a path to a pipeline with a senter")
@@ -27,7 +28,8 @@ def evaluate_pipeline(
     sentences: "pipeline" leaves segmentation to the pipeline (one tree per Doc when it has no
     segmenter), "gold" copies the gold sentence starts onto the Docs first, "sentencizer" puts
     spaCy's rule-based sentencizer in front of the pipeline, and a path puts the `senter` of the
-    pipeline saved there in front, in place of the pipeline's own senter where it has one. decoder
+    pipeline saved there in place of the pipeline's own senter where it has one, else after the
+    transformer it listens to, else in front (`put_senter`). decoder
     ("mst" or "greedy") replaces the saved decoder of every pairatt_parser, so one trained model is
     scored with and without MST. per_document adds each document's arc counts (`arc_counts`), which
     paired bootstrap tests between two models need.
@@ -51,12 +53,7 @@ def evaluate_pipeline(
     elif sentences not in ("pipeline", "gold"):
         if not Path(sentences).exists():
             raise ValueError(f"sentences must be one of {SENTENCE_SOURCES}, got {sentences!r}")
-        source = spacy.load(sentences)
-        if "senter" not in source.pipe_names:
-            raise ValueError(
-                f"the pipeline at {sentences} has no senter (its components: {', '.join(source.pipe_names)})"
-            )
-        put_first(nlp, "senter", source=source)
+        put_senter(nlp, spacy.load(sentences), sentences)
     examples = list(Corpus(data)(nlp))
     if not examples:
         raise ValueError(f"{data} holds no documents")

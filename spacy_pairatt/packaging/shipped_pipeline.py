@@ -89,15 +89,30 @@ def package_requirements() -> List[str]:
 
 def put_senter(nlp: spacy.Language, source: spacy.Language, where: str) -> None:
     """The `senter` of `source` into `nlp`: where nlp's own senter is (the components before it see
-    what they saw in training, the ones after read the new sentences), else in front."""
+    what they saw in training, the ones after read the new sentences), else right after the
+    transformer it listens to, else in front. A senter that listens to a transformer needs the
+    very transformer it was trained on: nlp's must have the same weights, or it is refused."""
     if "senter" not in source.pipe_names:
         raise ValueError(f"the pipeline at {where} has no senter (its components: {', '.join(source.pipe_names)})")
-    if "senter" not in nlp.pipe_names:
+    upstream = next(
+        (name for name, pipe in source.pipeline if "senter" in getattr(pipe, "listening_components", [])), None
+    )
+    if upstream is not None:
+        if upstream not in nlp.pipe_names:
+            raise ValueError(f"the senter at {where} listens to a component {upstream!r} that the pipeline lacks")
+        if nlp.get_pipe(upstream).model.to_bytes() != source.get_pipe(upstream).model.to_bytes():
+            raise ValueError(
+                f"the senter at {where} listens to its own {upstream!r}, whose weights differ from the pipeline's: "
+                "train it on this pipeline's transformer (configs/segmenter.cfg, paths.encoder_pipeline)"
+            )
+    if "senter" in nlp.pipe_names:
+        nlp.add_pipe("senter", name="sourced_senter", source=source, before="senter")
+        nlp.remove_pipe("senter")
+        nlp.rename_pipe("sourced_senter", "senter")
+    elif upstream is not None:
+        nlp.add_pipe("senter", source=source, after=upstream)
+    else:
         nlp.add_pipe("senter", source=source, first=True)
-        return
-    nlp.add_pipe("senter", name="sourced_senter", source=source, before="senter")
-    nlp.remove_pipe("senter")
-    nlp.rename_pipe("sourced_senter", "senter")
 
 
 def assemble_pipeline(
