@@ -82,14 +82,14 @@ def saved_pipeline(path, *components) -> Doc:
 
 
 def test_evaluate_with_another_pipelines_senter_replaces_the_models_own(tmp_path):
-    """`evaluate M --sentences PATH` where M has a senter: PATH's senter takes its place (spaCy's E007 before);
-    the same for a sentencizer."""
+    """`evaluate M --sentences PATH` where M has a senter: PATH's senter takes its place, where it was
+    (spaCy's E007 before); a sentencizer goes in front, replacing the pipeline's own."""
     gold = saved_pipeline(tmp_path / "model", "parser", "senter")
     saved_pipeline(tmp_path / "segmenter", "senter")
     saved_pipeline(tmp_path / "no_senter", "parser")
     DocBin(docs=[gold]).to_disk(tmp_path / "dev.spacy")
     result = evaluate_pipeline(str(tmp_path / "model"), str(tmp_path / "dev.spacy"), str(tmp_path / "segmenter"))
-    assert result["pipeline"] == ["senter", "parser"] and result["n_docs"] == 1
+    assert result["pipeline"] == ["parser", "senter"] and result["n_docs"] == 1
     # and a pipeline with a sentencizer of its own (as assemble adds) under --sentences sentencizer
     saved_pipeline(tmp_path / "assembled", "parser", "sentencizer")
     result = evaluate_pipeline(str(tmp_path / "assembled"), str(tmp_path / "dev.spacy"), "sentencizer")
