@@ -4,8 +4,9 @@ Raw text is what `ud-text` writes (a paragraph a line; `--documents`: a document
 paragraph breaks lost) and `parse` reads (a Doc a line), scored by `ud-eval` as in the CoNLL 2018
 shared task. Tokens, Words and Sentences depend only on the tokenizer and the segmenter; UAS and
 LAS on the parser too. The parser is the one of `--parser` (training/pairatt) assembled with each
-sentence source as `assemble --senter` would ship it; its words/s (median of `--repeats` parses
-of the test text, interleaved) is the speed of each whole pipeline.
+sentence source as `assemble --senter` would ship it, and the UD English tokenizer the segmenters
+were trained on (`parse --tokenizer`; the parser's own is spaCy's); its words/s (median of
+`--repeats` parses of the test text, interleaved) is the speed of each whole pipeline.
 
 Writes into --results: segmenter_{name}_{split}.json and parser_{name}_{split}.json (ud-eval
 results with provenance), sentence_errors_dev.md and sentence_errors_dev_documents.md (the main
@@ -37,6 +38,7 @@ from spacy_pairatt.reporting.json_files import read_json, write_json, write_text
 from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
 
 UD = Path("assets/ud_ewt")
+UD_TOKENIZER = "spacy-pairatt.ud_english_tokenizer.v1"
 RAW = Path("corpus/ud_ewt_raw")
 TEXTS = {
     "dev": RAW / "en_ewt-ud-dev.txt",
@@ -110,7 +112,7 @@ def main() -> None:
     for name, pipeline in pipelines.items():
         for split in ("dev", "test"):
             system = work / f"parser_{name}_{split}.conllu"
-            parse_file(pipeline, str(TEXTS[split]), str(system), progress=False)
+            parse_file(pipeline, str(TEXTS[split]), str(system), progress=False, tokenizer=UD_TOKENIZER)
             parsed.append((f"parser + {name}, {split}", score(name, split, system, results, "parser")))
 
     n_words = len(load_conllu(GOLD["test"]))
@@ -118,7 +120,7 @@ def main() -> None:
     for _ in range(args.repeats):
         for name, pipeline in pipelines.items():
             begin = time.perf_counter()
-            parse_file(pipeline, str(TEXTS["test"]), str(work / "timed.conllu"), progress=False)
+            parse_file(pipeline, str(TEXTS["test"]), str(work / "timed.conllu"), progress=False, tokenizer=UD_TOKENIZER)
             seconds[name].append(time.perf_counter() - begin)
     speed = {name: round(n_words / statistics.median(times), 1) for name, times in seconds.items()}
     write_json(
@@ -141,8 +143,9 @@ def main() -> None:
             results_table(rows(alone), ["Tokens", "Words", "Sentences"]),
             "## The parser behind each segmenter",
             "",
-            f"`{args.parser}` with each sentence source as `assemble --senter` puts it; words/s: median of "
-            f"{args.repeats} parses of the test text ({n_words:,} words, whole pipeline, 2 CPU cores).",
+            f"`{args.parser}` with each sentence source as `assemble --senter` puts it and the UD English "
+            f"tokenizer; words/s: median of {args.repeats} parses of the test text ({n_words:,} words, whole "
+            "pipeline, 2 CPU cores).",
             "",
             results_table(rows(parsed), ["Sentences", "UAS", "LAS"]),
             "| pipeline | words/s |",
