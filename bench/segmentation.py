@@ -12,8 +12,9 @@ Writes into --results: segmenter_{name}_{split}.json and parser_{name}_{split}.j
 results with provenance), sentence_errors_dev.md and sentence_errors_dev_documents.md (the main
 segmenter's errors by kind), segmentation_raw_text.md (the tables) and segmentation_speed.json.
 
-    python bench/segmentation.py --parser training/pairatt/model-best --segmenter training/segmenter/model-best \
-        --standalone training/segmenter_standalone/model-best --senter training/senter/model-best \
+    python bench/segmentation.py --parser training/pairatt/model-best \
+        --segmenter training/segmenter_standalone/model-best --listener training/segmenter_listener/model-best \
+        --senter training/senter/model-best \
         --work training/segmenter_parses --results results
 """
 
@@ -83,8 +84,8 @@ def assembled(parser: str, senter: Optional[str], work: Path, name: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parser", required=True, help="a pipeline with a parser and no segmenter")
-    parser.add_argument("--segmenter", required=True, help="the shipped pairatt_segmenter (configs/segmenter.cfg)")
-    parser.add_argument("--standalone", help="pairatt_segmenter without a transformer (segmenter_standalone.cfg)")
+    parser.add_argument("--segmenter", required=True, help="the shipped pairatt_segmenter (segmenter_standalone.cfg)")
+    parser.add_argument("--listener", help="pairatt_segmenter on the parser's transformer (segmenter_listener.cfg)")
     parser.add_argument("--senter", help="spaCy's CNN senter (configs/senter_cnn.cfg)")
     parser.add_argument("--work", default="training/segmenter_parses", help="folder for pipelines and parses")
     parser.add_argument("--results", default="results")
@@ -94,8 +95,8 @@ def main() -> None:
     work, results = Path(args.work), Path(args.results)
     work.mkdir(parents=True, exist_ok=True)
     segmenters = {"pairatt_segmenter": args.segmenter}
-    if args.standalone:
-        segmenters["pairatt_segmenter_standalone"] = args.standalone
+    if args.listener:
+        segmenters["pairatt_segmenter_listener"] = args.listener
 
     alone: List = []
     for name, path in segmenters.items():
