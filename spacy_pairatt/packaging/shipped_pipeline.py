@@ -5,6 +5,7 @@ from importlib.metadata import requires
 from pathlib import Path
 from typing import Dict, List, Optional
 
+import numpy
 import spacy
 from packaging.requirements import Requirement
 from spacy import displacy
@@ -87,6 +88,27 @@ def package_requirements() -> List[str]:
     ]
 
 
+def same_weights(first, second) -> bool:
+    """Whether two Thinc models hold equal parameters, their torch modules' included (serialized bytes
+    differ between two saves of the same weights)."""
+
+    def weights(model):
+        params = [node.get_param(name) for node in model.walk() for name in node.param_names if node.has_param(name)]
+        modules = [
+            tensor for node in model.walk() for shim in node.shims for tensor in shim._model.state_dict().values()
+        ]
+        return [model.ops.to_numpy(param) for param in params], [tensor.detach().cpu().numpy() for tensor in modules]
+
+    (params_a, tensors_a), (params_b, tensors_b) = weights(first), weights(second)
+    return (
+        len(params_a) == len(params_b)
+        and len(tensors_a) == len(tensors_b)
+        and all(
+            a.shape == b.shape and numpy.array_equal(a, b) for a, b in zip(params_a + tensors_a, params_b + tensors_b)
+        )
+    )
+
+
 def put_senter(nlp: spacy.Language, source: spacy.Language, where: str) -> None:
     """The `senter` of `source` into `nlp`: where nlp's own senter is (the components before it see
     what they saw in training, the ones after read the new sentences), else right after the
@@ -100,10 +122,10 @@ def put_senter(nlp: spacy.Language, source: spacy.Language, where: str) -> None:
     if upstream is not None:
         if upstream not in nlp.pipe_names:
             raise ValueError(f"the senter at {where} listens to a component {upstream!r} that the pipeline lacks")
-        if nlp.get_pipe(upstream).model.to_bytes() != source.get_pipe(upstream).model.to_bytes():
+        if not same_weights(nlp.get_pipe(upstream).model, source.get_pipe(upstream).model):
             raise ValueError(
                 f"the senter at {where} listens to its own {upstream!r}, whose weights differ from the pipeline's: "
-                "train it on this pipeline's transformer (configs/segmenter.cfg, paths.encoder_pipeline)"
+                "train it on this pipeline's transformer (configs/segmenter_listener.cfg, paths.encoder_pipeline)"
             )
     if "senter" in nlp.pipe_names:
         nlp.add_pipe("senter", name="sourced_senter", source=source, before="senter")
