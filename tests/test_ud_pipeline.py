@@ -58,31 +58,37 @@ def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
     return folder / "output" / "model-last"
 
 
-@pytest.fixture(scope="module")
-def stage_two_model(trained_model):
-    """Stage 2: configs/segmenter.cfg trained for 2 steps on the 2-step pipeline's transformer, then
-    put in place of its senter by `assemble --senter`."""
+def train_segmenter(config: str, trained_model: Path, output: str, **overrides) -> Path:
+    """configs/`config` trained for 2 steps on the 10-sentence Docs of the 2-step pipeline's data."""
     from spacy.cli.train import train
 
     folder = trained_model.parent.parent
-    overrides = {
+    settings = {
         "paths.train": str(folder / "train.spacy"),
         "paths.dev": str(folder / "dev.spacy"),
-        "paths.encoder_pipeline": str(trained_model),
         "training.max_steps": 2,
         "training.eval_frequency": 1000,
+        **overrides,
     }
-    train(REPO / "configs" / "segmenter.cfg", folder / "segmenter", overrides=overrides)
-    assemble_pipeline(str(trained_model), str(folder / "stage2"), senter=str(folder / "segmenter" / "model-last"))
-    return folder / "stage2"
+    train(REPO / "configs" / config, folder / output, overrides=settings)
+    return folder / output / "model-last"
+
+
+@pytest.fixture(scope="module")
+def stage_two_model(trained_model):
+    """Stage 2: configs/segmenter_standalone.cfg put in place of the 2-step pipeline's senter, as
+    `pipeline-segmenter` does."""
+    segmenter = train_segmenter("segmenter_standalone.cfg", trained_model, "segmenter")
+    assemble_pipeline(str(trained_model), str(trained_model.parent.parent / "stage2"), senter=str(segmenter))
+    return trained_model.parent.parent / "stage2"
 
 
 def test_stage_two_puts_the_segmenter_in_place_of_the_senter_and_keeps_every_other_component(
     trained_model, stage_two_model
 ):
     """The second stage changes the senter alone: the other components' weights are stage 1's, byte for
-    byte, and the new senter (a pairatt_segmenter) reads the whole Doc through its own listener to the
-    same transformer (a BiLSTM per member of its ensemble)."""
+    byte, and the new senter (a pairatt_segmenter on its own encoder: a BiLSTM over the Doc) no longer
+    listens to the transformer."""
     first, second = spacy.load(trained_model), spacy.load(stage_two_model)
     assert second.pipe_names == first.pipe_names + ["pairatt_release_attention"]
     assert second.get_pipe_meta("senter").factory == "pairatt_segmenter"
@@ -90,26 +96,35 @@ def test_stage_two_puts_the_segmenter_in_place_of_the_senter_and_keeps_every_oth
     assert all(torch.equal(weights, encoders[1][key]) for key, weights in encoders[0].items())
     for name in ("tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
         assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
-    senter = second.get_pipe("senter").model
-    members = spacy.util.load_config(REPO / "configs" / "segmenter.cfg")["components"]["senter"]["model"]
-    assert sum(node.name == "pytorch" for node in senter.walk()) == members["members"] > 1  # one BiLSTM each
-    assert len(second.get_pipe("transformer").listeners) == 5
+    assert any(node.name == "pytorch" for node in second.get_pipe("senter").model.walk())  # the BiLSTM
+    assert len(second.get_pipe("transformer").listeners) == 4
     doc = second(TEXT + "\n\nA second paragraph")
     assert doc.has_annotation("SENT_START") and doc.has_annotation("DEP") and all(t.lemma_ for t in doc)
     assert doc[-3].is_sent_start  # after the paragraph break
     assert len(second("")) == 0  # an empty Doc passes the BiLSTM segmenter
 
 
-def test_a_segmenter_trained_on_another_transformer_is_refused(stage_two_model, tiny_bert_dir, tmp_path):
-    """Its listener would read features it never saw: assemble says so instead."""
+def test_a_segmenter_listening_to_a_transformer_joins_only_a_pipeline_with_its_weights(trained_model):
+    """configs/segmenter_listener.cfg on stage 1's transformer goes in place of stage 1's senter; on a
+    transformer whose weights differ its listener would read features it never saw: refused."""
     from spacy_pairatt.packaging.shipped_pipeline import put_senter
 
-    other = spacy.load(stage_two_model)
-    weights = other.get_pipe("transformer").model.transformer
+    listener = spacy.load(
+        train_segmenter(
+            "segmenter_listener.cfg", trained_model, "listener", **{"paths.encoder_pipeline": str(trained_model)}
+        )
+    )
+    same = spacy.load(trained_model)
+    put_senter(same, listener, "the listener")
+    assert (
+        same.pipe_names[:2] == ["transformer", "senter"] and same.get_pipe_meta("senter").factory == "pairatt_segmenter"
+    )
+    assert same(TEXT).has_annotation("SENT_START")
+    other = spacy.load(trained_model)
     with torch.no_grad():
-        next(weights.parameters()).add_(1.0)
+        next(other.get_pipe("transformer").model.transformer.parameters()).add_(1.0)
     with pytest.raises(ValueError, match="listens to its own 'transformer', whose weights differ from the pipeline's"):
-        put_senter(other, spacy.load(stage_two_model), "the segmenter")
+        put_senter(other, listener, "the listener")
 
 
 TEXT = "The dog barked at me. I didn't know why, so I left."
