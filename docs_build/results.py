@@ -12,9 +12,9 @@ from typing import Dict, FrozenSet, Optional, Sequence, Tuple
 Sources = Sequence[Tuple[str, str]]  # (path relative to the checkout, result kind)
 # The result kinds: "parser" (pairatt_parser pipelines: accuracy and speed), "ud_pipeline" (the UD pipeline of
 # configs/pipeline_minilm.cfg), "transition" (spaCy's transition parser), "relations" (pairatt_rel), "bench"
-# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "footprint" (disk of the stack, data, models).
+# (bench/*.py on pairatt), "probe", "tokenizer" (tokenizer-eval), "segmenter", "footprint" (disk: stack, data, models).
 RESULT_KINDS = frozenset(
-    ("parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "footprint")
+    ("parser", "ud_pipeline", "transition", "relations", "bench", "probe", "tokenizer", "segmenter", "footprint")
 )
 
 
