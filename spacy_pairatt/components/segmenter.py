@@ -82,6 +82,20 @@ class ParagraphSegmenter(SentenceRecognizer):
         check_settings("pairatt_segmenter", threshold=value)
         self.cfg["threshold"] = value
 
+    def from_bytes(self, bytes_data, *, exclude=tuple()):
+        super().from_bytes(bytes_data, exclude=exclude)
+        return self._with_decimal_threshold()
+
+    def from_disk(self, path, *, exclude=tuple()):
+        super().from_disk(path, exclude=exclude)
+        return self._with_decimal_threshold()
+
+    def _with_decimal_threshold(self) -> "ParagraphSegmenter":
+        """The threshold as it was saved: srsly's JSON reader is one unit in the last place off on
+        some decimals (0.3 reads back as 0.30000000000000004)."""
+        self.cfg["threshold"] = float(f"{self.cfg['threshold']:.15g}")
+        return self
+
     def predict(self, docs: List[Doc]) -> List[np.ndarray]:
         """Each token's label id: 1 where it starts a sentence (see the module)."""
         if not any(len(doc) for doc in docs):

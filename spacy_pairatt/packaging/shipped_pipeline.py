@@ -89,23 +89,21 @@ def package_requirements() -> List[str]:
 
 
 def same_weights(first, second) -> bool:
-    """Whether two Thinc models hold equal parameters, their torch modules' included (serialized bytes
-    differ between two saves of the same weights)."""
+    """Whether two Thinc models hold the same parameters, their torch modules' included (serialized
+    bytes differ between two saves of the same weights); two models without any are not the same."""
 
-    def weights(model):
-        params = [node.get_param(name) for node in model.walk() for name in node.param_names if node.has_param(name)]
-        modules = [
-            tensor for node in model.walk() for shim in node.shims for tensor in shim._model.state_dict().values()
-        ]
-        return [model.ops.to_numpy(param) for param in params], [tensor.detach().cpu().numpy() for tensor in modules]
+    def weights(model) -> List[numpy.ndarray]:
+        arrays = []
+        for node in model.walk():
+            arrays += [model.ops.to_numpy(node.get_param(name)) for name in node.param_names if node.has_param(name)]
+            for shim in node.shims:
+                if shim._model is not None:
+                    arrays += [tensor.detach().cpu().numpy() for tensor in shim._model.state_dict().values()]
+        return arrays
 
-    (params_a, tensors_a), (params_b, tensors_b) = weights(first), weights(second)
-    return (
-        len(params_a) == len(params_b)
-        and len(tensors_a) == len(tensors_b)
-        and all(
-            a.shape == b.shape and numpy.array_equal(a, b) for a, b in zip(params_a + tensors_a, params_b + tensors_b)
-        )
+    mine, theirs = weights(first), weights(second)
+    return len(mine) == len(theirs) > 0 and all(
+        a.shape == b.shape and numpy.array_equal(a, b) for a, b in zip(mine, theirs)
     )
 
 

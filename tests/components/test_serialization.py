@@ -53,6 +53,21 @@ ENSEMBLE_TAGGER = {
     "tok2vec": LISTENER,
 }
 
+SEGMENTER = {
+    "@architectures": "spacy.Tagger.v2",
+    "tok2vec": {
+        "@architectures": "spacy.Tok2Vec.v2",
+        "embed": {
+            "@architectures": "spacy.MultiHashEmbed.v2",
+            "width": 8,
+            "attrs": ["NORM", "SHAPE", "SPACY"],
+            "rows": [50, 50, 4],
+            "include_static_vectors": False,
+        },
+        "encode": {"@architectures": "spacy-pairatt.DropoutBiLSTMEncoder.v1", "width": 8, "depth": 1},
+    },
+}
+
 # Pipe name in its test pipeline -> (factory, which test pipeline holds it). The tagging heads are
 # spaCy's `tagger` factory with this package's architectures.
 PIPES = {
@@ -61,6 +76,7 @@ PIPES = {
     "pairatt_rel": ("pairatt_rel", "shared"),
     "surface_tagger": ("tagger", "shared"),
     "ensemble_tagger": ("tagger", "shared"),
+    "segmenter": ("pairatt_segmenter", "shared"),
     "frozen": ("pairatt_frozen_transformer", "frozen"),
 }
 # Factories whose pipe holds no state: nothing to save but its config, checked with the whole pipeline
@@ -116,12 +132,14 @@ def shared(tiny_bert_dir):
     nlp.add_pipe("pairatt_rel", config={"multi_label": True, "threshold": 0.0})
     nlp.add_pipe("tagger", name="surface_tagger", config={"model": SURFACE_TAGGER})
     nlp.add_pipe("tagger", name="ensemble_tagger", config={"model": ENSEMBLE_TAGGER})
+    nlp.add_pipe("pairatt_segmenter", name="segmenter", config={"model": SEGMENTER, "overwrite": True})
     nlp.add_pipe("pairatt_release_attention", config={"keep": "float16"})
     for label in ("cause", "place"):
         nlp.get_pipe("pairatt_rel").add_label(label)
     nlp.initialize(lambda: examples(nlp))
-    for name in ("surface_tagger", "ensemble_tagger"):
+    for name in ("surface_tagger", "ensemble_tagger", "segmenter"):
         randomise_softmaxes(nlp.get_pipe(name).model)
+    nlp.get_pipe("segmenter").threshold = 0.3  # as `segmenter-sweep --store` leaves it
     nlp.get_pipe("pairatt_parser").cfg["arc_temperature"] = 1.5  # as `calibrate` leaves it
     return perturbed(nlp, "transformer")
 
@@ -173,7 +191,7 @@ def prediction(nlp, name):
         return [(t.head.i, t.dep_, round(t._.head_prob, 5)) for t in doc]
     if name == "pairatt_rel":
         return [(r.head, r.tail, r.label, round(r.score, 5)) for r in doc._.relations]
-    if name.endswith("tagger"):
+    if name.endswith("tagger") or name == "segmenter":
         return np.asarray(nlp.get_pipe(name).model.predict([doc])[0]).round(5).tolist()
     output = doc._.trf_data.model_output
     return [np.asarray(output.last_hidden_state).round(5).tolist(), np.asarray(output.attentions[-1]).round(5).tolist()]
