@@ -926,8 +926,8 @@ def prepare_models(nlp_or_path, folder: Path) -> Tuple[Dict[str, str], Dict[str,
         nlp_or_path.to_disk(main_path)
     else:
         main_path = Path(nlp_or_path)
-    no_parser = spacy.blank("en")
-    no_parser.add_pipe("sentencizer")
+    no_parser = spacy.blank("en")  # neither a parser nor a segmenter
+    no_parser.add_pipe("entity_ruler")
     no_parser.to_disk(folder / "no_parser")
     main = parsing.load_pipeline(str(main_path))
     faults = parsing.load_pipeline(str(main_path))

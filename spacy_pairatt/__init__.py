@@ -26,6 +26,7 @@ LAZY = {
     "WordpieceBatchedTransformer": "components.transformer",
     "FrozenTransformer": "components.frozen_transformer",
     "AttentionRelease": "components.attention_release",
+    "ParagraphSegmenter": "components.segmenter",
     "ud_english_tokenizer": "components.tokenizer",
     # data classes
     "ParseScores": "layers.parser_model",

@@ -18,7 +18,7 @@ ENTRY_POINTS = re.findall(r'"([\w.-]+) = (spacy_pairatt[\w.]+):(\w+)"', re.sub(r
 GROUPS = dict(re.findall(r'"(?:spacy|thinc)_(\w+)": \[([^\]]*)\]', SETUP, flags=re.S))
 REGISTRIES = {"factories": None, "scorers": "scorers", "readers": "readers", "callbacks": "callbacks", "misc": "misc"}
 REGISTRIES |= {"architectures": "architectures", "span_getters": "span_getters", "tokenizers": "tokenizers"}
-REGISTRIES |= {"schedules": "schedules"}
+REGISTRIES |= {"schedules": "schedules", "augmenters": "augmenters"}
 
 LAZY_IMPORTS = """
 import json, sys

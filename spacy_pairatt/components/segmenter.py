@@ -25,7 +25,7 @@ from ..integration.validation import check_settings
 SENTENCE_START = 1  # the senter's label ids: 0 "I" (inside), 1 "S" (start)
 
 
-# The architecture of configs/segmenter.cfg: hashed spelling features of each token (case survives
+# The architecture of configs/segmenter_standalone.cfg: hashed spelling features of each token (case survives
 # in PREFIX, SUFFIX and SHAPE; SPACY is whether a space follows) through a BiLSTM over the Doc.
 DEFAULT_SEGMENTER_MODEL = {
     "@architectures": "spacy.Tagger.v2",
