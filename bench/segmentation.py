@@ -54,7 +54,7 @@ GOLD = {
 LABELS = {"dev": "dev", "dev_documents": "dev without paragraph breaks", "test": "test"}
 
 
-def score(name: str, split: str, system: Path, results: Path, kind: str, errors_md: Optional[Path] = None) -> Dict:
+def score(name: str, split: str, system: Path, results: Path, kind: str, errors_md: Optional[Path] = None) -> Path:
     """ud-eval of `system` against the split's gold, written as results/{kind}_{name}_{split}.json."""
     gold_path = GOLD[split]
     gold, predicted = load_conllu(gold_path), load_conllu(system)
@@ -66,7 +66,7 @@ def score(name: str, split: str, system: Path, results: Path, kind: str, errors_
         write_text(errors_md, sentence_errors_markdown(errors, title))
     output = results / f"{kind}_{name}_{split}.json"
     write_results(evaluate(gold, predicted), gold_path, system, output, errors=errors)
-    return {"path": output}
+    return output
 
 
 def assembled(parser: str, senter: Optional[str], work: Path, name: str) -> str:
@@ -130,7 +130,7 @@ def main() -> None:
     )
 
     def rows(entries):
-        return [(name, read_json(entry["path"])) for name, entry in entries]
+        return [(name, read_json(path)) for name, path in entries]
 
     text = "\n".join(
         [

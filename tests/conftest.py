@@ -124,6 +124,25 @@ def ud_train_docs():
     return read_conllu_sentences(path, 60)
 
 
+def small_segmenter_model(width: int, rows: tuple) -> dict:
+    """A pairatt_segmenter model of configs/segmenter_standalone.cfg's shape, `width` wide, with hash
+    tables of `rows` rows for NORM and SHAPE and one for whether a space follows (SPACY)."""
+    return {
+        "@architectures": "spacy.Tagger.v2",
+        "tok2vec": {
+            "@architectures": "spacy.Tok2Vec.v2",
+            "embed": {
+                "@architectures": "spacy.MultiHashEmbed.v2",
+                "width": width,
+                "attrs": ["NORM", "SHAPE", "SPACY"],
+                "rows": [*rows, 4],
+                "include_static_vectors": False,
+            },
+            "encode": {"@architectures": "spacy-pairatt.DropoutBiLSTMEncoder.v1", "width": width, "depth": 1},
+        },
+    }
+
+
 def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
     """blank English + transformer (attention on) + pairatt_parser."""
     nlp = make_transformer_pipeline(encoder, span_window)

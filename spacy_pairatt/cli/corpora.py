@@ -1,6 +1,7 @@
 """fetch-ud, ud-docs, fetch-ptb, ptb-convert, fetch-semeval, semeval-convert, fetch-docred, docred-convert:
 the data sets into a folder, and converted to .spacy files (`spacy_pairatt.corpora`)."""
 
+import os
 import urllib.error
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,7 +48,14 @@ def ud_docs(args) -> None:
     from spacy.vocab import Vocab
 
     from ..corpora.ud_documents import iter_document_docs, read_ud_documents
+    from ..parse_files.errors import ParseCommandError
+    from ..parse_files.files import check_output_is_not_input
+    from ..runs.scratch import remove_stale_scratch, scratch_path
 
+    try:
+        check_output_is_not_input(args.conllu, args.output)
+    except ParseCommandError as error:
+        raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {error}") from error
     try:
         with open(args.conllu, encoding="utf8") as file:
             documents = read_ud_documents(file)
@@ -56,8 +64,15 @@ def ud_docs(args) -> None:
     if not documents:
         raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {args.conllu} holds no sentences")
     docs = DocBin(attrs=["SENT_START"], docs=iter_document_docs(Vocab(), documents))
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    docs.to_disk(args.output)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_scratch(output)
+    staging = scratch_path(output, "staging")  # written whole, then renamed: a stop leaves no half file
+    try:
+        staging.write_bytes(docs.to_bytes())
+        os.replace(staging, output)
+    finally:
+        staging.unlink(missing_ok=True)
     print(f"{len(docs)} documents, {sum(len(doc) for doc in documents)} paragraphs -> {args.output}")
 
 

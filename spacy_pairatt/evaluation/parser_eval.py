@@ -95,12 +95,12 @@ def check_corpus(data: str) -> None:
         )
 
 
-def put_first(nlp: spacy.Language, name: str, **options) -> None:
-    """Add the segmenter `name` in front of `nlp` (add_pipe `options`), replacing `nlp`'s own of that
-    name: the sentences are the ones asked for, and two components cannot share a name (spaCy's E007)."""
+def put_first(nlp: spacy.Language, name: str) -> None:
+    """Add a new segmenter `name` in front of `nlp`, replacing `nlp`'s own of that name: the sentences
+    are the ones asked for, and two components cannot share a name (spaCy's E007)."""
     if name in nlp.pipe_names:
         nlp.remove_pipe(name)
-    nlp.add_pipe(name, first=True, **options)
+    nlp.add_pipe(name, first=True)
 
 
 def parser_decoders(nlp: spacy.Language) -> Dict[str, str]:

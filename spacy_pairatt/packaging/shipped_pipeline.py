@@ -88,20 +88,21 @@ def package_requirements() -> List[str]:
     ]
 
 
+def model_weights(model) -> List[numpy.ndarray]:
+    """Every weight of a Thinc model: its parameters and its torch modules' state, in walk order."""
+    arrays = []
+    for node in model.walk():
+        arrays += [model.ops.to_numpy(node.get_param(name)) for name in node.param_names if node.has_param(name)]
+        for shim in node.shims:
+            if shim._model is not None:
+                arrays += [tensor.detach().cpu().numpy() for tensor in shim._model.state_dict().values()]
+    return arrays
+
+
 def same_weights(first, second) -> bool:
-    """Whether two Thinc models hold the same parameters, their torch modules' included (serialized
-    bytes differ between two saves of the same weights); two models without any are not the same."""
-
-    def weights(model) -> List[numpy.ndarray]:
-        arrays = []
-        for node in model.walk():
-            arrays += [model.ops.to_numpy(node.get_param(name)) for name in node.param_names if node.has_param(name)]
-            for shim in node.shims:
-                if shim._model is not None:
-                    arrays += [tensor.detach().cpu().numpy() for tensor in shim._model.state_dict().values()]
-        return arrays
-
-    mine, theirs = weights(first), weights(second)
+    """Whether two Thinc models hold the same weights (serialized bytes differ between two saves of
+    the same weights); two models without any are not the same."""
+    mine, theirs = model_weights(first), model_weights(second)
     return len(mine) == len(theirs) > 0 and all(
         a.shape == b.shape and numpy.array_equal(a, b) for a, b in zip(mine, theirs)
     )

@@ -13,25 +13,10 @@ from spacy.training import Example
 from spacy_pairatt.components.segmenter import sentence_starts
 from spacy_pairatt.corpora.raw_text_noise import make_raw_text_noise, noised
 from spacy_pairatt.corpora.ud_documents import iter_document_docs, read_ud_documents
-from tests.conftest import UD_DIR
+from tests.conftest import UD_DIR, small_segmenter_model
 
 EWT_DEV = UD_DIR / "en_ewt-ud-dev.conllu"
-SMALL_SEGMENTER = {
-    "model": {
-        "@architectures": "spacy.Tagger.v2",
-        "tok2vec": {
-            "@architectures": "spacy.Tok2Vec.v2",
-            "embed": {
-                "@architectures": "spacy.MultiHashEmbed.v2",
-                "width": 32,
-                "attrs": ["NORM", "SHAPE", "SPACY"],
-                "rows": [500, 100, 4],
-                "include_static_vectors": False,
-            },
-            "encode": {"@architectures": "spacy-pairatt.DropoutBiLSTMEncoder.v1", "width": 32, "depth": 1},
-        },
-    }
-}
+SMALL_SEGMENTER = {"model": small_segmenter_model(width=32, rows=(500, 100))}
 
 
 @pytest.fixture(scope="module")

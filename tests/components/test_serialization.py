@@ -18,7 +18,9 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
-from tests.conftest import REPO, make_transformer_pipeline
+from spacy_pairatt.packaging.shipped_pipeline import model_weights
+from spacy_pairatt.packaging.shipped_pipeline import same_weights as same_model_weights
+from tests.conftest import REPO, make_transformer_pipeline, small_segmenter_model
 
 TEXT = "Alice met Bob in Paris. They talked for hours."
 ENTITIES = [(0, 1, "PER"), (2, 3, "PER"), (4, 5, "LOC")]
@@ -53,20 +55,7 @@ ENSEMBLE_TAGGER = {
     "tok2vec": LISTENER,
 }
 
-SEGMENTER = {
-    "@architectures": "spacy.Tagger.v2",
-    "tok2vec": {
-        "@architectures": "spacy.Tok2Vec.v2",
-        "embed": {
-            "@architectures": "spacy.MultiHashEmbed.v2",
-            "width": 8,
-            "attrs": ["NORM", "SHAPE", "SPACY"],
-            "rows": [50, 50, 4],
-            "include_static_vectors": False,
-        },
-        "encode": {"@architectures": "spacy-pairatt.DropoutBiLSTMEncoder.v1", "width": 8, "depth": 1},
-    },
-}
+SEGMENTER = small_segmenter_model(width=8, rows=(50, 50))
 
 # Pipe name in its test pipeline -> (factory, which test pipeline holds it). The tagging heads are
 # spaCy's `tagger` factory with this package's architectures.
@@ -199,18 +188,11 @@ def prediction(nlp, name):
 
 def weights(pipe):
     """Every weight of a pipe's model: thinc parameters and the PyTorch modules' state."""
-    arrays = []
-    for node in pipe.model.walk():
-        arrays += [np.asarray(node.get_param(name)) for name in node.param_names if node.has_param(name)]
-        for shim in node.shims:
-            if shim._model is not None:
-                arrays += [value.detach().cpu().numpy() for value in shim._model.state_dict().values()]
-    return arrays
+    return model_weights(pipe.model)
 
 
 def same_weights(pipe, other) -> bool:
-    mine, theirs = weights(pipe), weights(other)
-    return len(mine) == len(theirs) > 0 and all(np.array_equal(a, b) for a, b in zip(mine, theirs))
+    return same_model_weights(pipe.model, other.model)
 
 
 @pytest.mark.parametrize("name", PIPES)

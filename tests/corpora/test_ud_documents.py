@@ -103,3 +103,14 @@ def test_a_malformed_line_is_a_value_error_naming_it(line, message, tmp_path):
     with pytest.raises(SystemExit, match=f"ud-docs: error: .*bad.conllu: {message}"):
         main(["ud-docs", str(tmp_path / "bad.conllu"), str(tmp_path / "out.spacy")])
     assert not (tmp_path / "out.spacy").exists()
+
+
+def test_ud_docs_refuses_to_write_over_its_input_and_leaves_no_scratch(dev_lines, tmp_path):
+    source = tmp_path / "dev.conllu"
+    source.write_text("".join(dev_lines)[:20000].rsplit("\n\n", 1)[0] + "\n\n", encoding="utf8")
+    before = source.read_bytes()
+    with pytest.raises(SystemExit, match="ud-docs: error: the output .*dev.conllu is the input"):
+        main(["ud-docs", str(source), str(source)])
+    assert source.read_bytes() == before
+    main(["ud-docs", str(source), str(tmp_path / "out.spacy")])
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["dev.conllu", "out.spacy"]
