@@ -117,7 +117,10 @@ def ud_table(args) -> None:
         name, separator, path = spec.partition(":")
         if not separator or not name:
             raise SystemExit(f"python -m spacy_pairatt ud-table: error: {spec!r} is not NAME:PATH")
-        result = read_json(path)
+        try:
+            result = read_json(path)
+        except (OSError, ValueError):  # unreadable, or not JSON
+            result = None
         if not isinstance(result, dict) or "metrics" not in result:
             raise SystemExit(f"python -m spacy_pairatt ud-table: error: {path} is not an ud-eval --output file")
         rows.append((name, result))

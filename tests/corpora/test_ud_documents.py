@@ -114,3 +114,10 @@ def test_ud_docs_refuses_to_write_over_its_input_and_leaves_no_scratch(dev_lines
     assert source.read_bytes() == before
     main(["ud-docs", str(source), str(tmp_path / "out.spacy")])
     assert sorted(path.name for path in tmp_path.iterdir()) == ["dev.conllu", "out.spacy"]
+
+
+def test_ud_docs_of_a_file_without_sentences_is_a_one_line_error(tmp_path):
+    (tmp_path / "empty.conllu").write_text("# only a comment\n\n", encoding="utf8")
+    with pytest.raises(SystemExit, match="ud-docs: error: .*empty.conllu holds no sentences"):
+        main(["ud-docs", str(tmp_path / "empty.conllu"), str(tmp_path / "out.spacy")])
+    assert not (tmp_path / "out.spacy").exists()

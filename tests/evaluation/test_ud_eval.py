@@ -783,3 +783,28 @@ def test_sentence_errors_by_kind_on_ewt_dev_against_its_own_sentences_merged_by_
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and "kind" not in line]
     assert sum(int(row[1]) for row in rows) == inside
     assert "## Missed boundaries" in text and "- no_final_punctuation: `" in text
+
+
+def test_ud_table_tabulates_ud_eval_results_and_refuses_what_is_not_one(tmp_path):
+    gold = tmp_path / "gold.conllu"
+    gold.write_text(conllu(HOME, SHE), encoding="utf8")
+    main(["ud-eval", str(gold), str(gold), "--output", str(tmp_path / "same.json")])
+    main(
+        [
+            "ud-table",
+            f"itself:{tmp_path / 'same.json'}",
+            "--metrics",
+            "Sentences",
+            "LAS",
+            "--output",
+            str(tmp_path / "t.md"),
+        ]
+    )
+    table = (tmp_path / "t.md").read_text(encoding="utf8")
+    assert "| itself | `gold.conllu` | 100.00 | 100.00 |" in table
+    with pytest.raises(SystemExit, match="ud-table: error: 'no-colon' is not NAME:PATH"):
+        main(["ud-table", "no-colon"])
+    with pytest.raises(SystemExit, match="ud-table: error: .*gold.conllu is not an ud-eval --output file"):
+        main(["ud-table", f"x:{gold}"])
+    with pytest.raises(SystemExit, match="ud-table: error: no metric Speed"):
+        main(["ud-table", f"itself:{tmp_path / 'same.json'}", "--metrics", "Speed"])
