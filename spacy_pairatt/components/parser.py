@@ -22,9 +22,9 @@ from ..core.marginals import decoded_tree_confidence, root_first_to_diagonal
 from ..core.objectives import ARC_OBJECTIVES, allowed_labels, arc_log_scores, biaffine_loss, paper_loss
 from ..integration.confidence import (
     CONFIDENCE_LEVELS,
+    BatchConfidence,
+    ChunkWords,
     SentenceConfidence,
-    empty_store,
-    fill_sentence,
     register_confidence_extensions,
 )
 from ..integration.pipe_setup import default_model, prepare_process
@@ -160,6 +160,18 @@ class DecodedChunk:
             matrix=None if matrix is None else matrix[: n - 1, : n - 1],
         )
 
+    def words(self, doc_offsets: np.ndarray) -> ChunkWords:
+        """Where the chunk's words and their decoded heads are in the batch's Docs laid end to end
+        (doc_offsets: each Doc's first token there)."""
+        doc_index, start, n_words = (np.array(column, dtype="int64") for column in zip(*self.sentences))
+        first = doc_offsets[doc_index] + start
+        units = np.arange(self.heads.shape[1])[None, :]
+        row, unit = np.nonzero((units >= 1) & (units <= n_words[:, None]))
+        token = first[row] + unit - 1
+        head_unit = self.heads[row, unit]
+        head = np.where(head_unit == 0, token, first[row] + head_unit - 1)
+        return ChunkWords(doc_index, first, n_words, row, unit, token, head)
+
 
 class PairAttParser(PairScoringPipe):
     """Dependency parser scoring word pairs from hidden states and pair-wise attention."""
@@ -262,26 +274,28 @@ class PairAttParser(PairScoringPipe):
         """Write Token.head and Token.dep (the root's head is itself, spaCy's convention) and the confidence store."""
         docs = list(docs)
         label_ids = np.array([self.vocab.strings.add(label) for label in self.labels], dtype="uint64")
-        arrays: Dict[int, np.ndarray] = {}
-        stores: Dict[int, Dict] = {}
+        offsets = np.cumsum([0] + [len(doc) for doc in docs])
+        annotation = np.zeros((offsets[-1], 2), dtype="uint64")
+        parsed = np.zeros(len(docs), dtype=bool)
+        confidence = None
         keep_matrix = self.confidence == "matrix"
         for chunk in chunks:
-            for row, (doc_index, start, n_words) in enumerate(chunk.sentences):
-                doc = docs[doc_index]
-                array = arrays.setdefault(doc_index, np.zeros((len(doc), 2), dtype="uint64"))
-                heads = chunk.heads[row, : n_words + 1]
-                words = np.arange(start, start + n_words)
-                absolute_heads = np.where(heads[1:] == 0, words, start + heads[1:] - 1)
-                array[words, 0] = (absolute_heads - words).astype("int64").astype("uint64")
-                array[words, 1] = label_ids[chunk.labels[row, 1 : n_words + 1]]
-                if chunk.confidence is not None:
-                    store = stores.setdefault(doc_index, empty_store(doc, self.head_candidates))
-                    fill_sentence(
-                        store, start, absolute_heads, chunk.sentence_confidence(row, keep_matrix), keep_matrix
-                    )
-        for doc_index, array in arrays.items():
-            docs[doc_index].from_array([HEAD, DEP], array)
-            docs[doc_index]._.pairatt_confidence = stores.get(doc_index)
+            words = chunk.words(offsets)
+            annotation[words.token, 0] = (words.head - words.token).astype("uint64")
+            annotation[words.token, 1] = label_ids[chunk.labels[words.row, words.unit]]
+            parsed[words.doc_index] = True
+            if chunk.confidence is not None:
+                confidence = confidence or BatchConfidence(offsets, self.head_candidates)
+                matrices = (
+                    [chunk.sentence_confidence(row, True).matrix for row in range(len(chunk.sentences))]
+                    if keep_matrix
+                    else None
+                )
+                confidence.fill(words, chunk.confidence, matrices)
+        for doc_index in np.flatnonzero(parsed):
+            doc = docs[doc_index]
+            doc.from_array([HEAD, DEP], annotation[offsets[doc_index] : offsets[doc_index + 1]])
+            doc._.pairatt_confidence = None if confidence is None else confidence.store(doc_index, doc)
 
     def get_loss(self, examples: Iterable[Example], parses: List[ParseScores]):
         """Loss over all gold words of the batch (their mean or sum: loss_reduction), and its gradient

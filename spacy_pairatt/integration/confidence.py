@@ -58,23 +58,6 @@ def token_fingerprint(doc: Doc) -> str:
     return hashlib.blake2b(doc.to_array([ORTH, IDX, SPACY]).tobytes(), digest_size=16).hexdigest()
 
 
-def empty_store(doc: Doc, n_candidates: int) -> Dict[str, object]:
-    """A Doc's store before its sentences are filled in: NaN / -1 where nothing was parsed."""
-    n_tokens = len(doc)
-    return {
-        "tokens": token_fingerprint(doc),
-        "heads": np.full(n_tokens, -1, dtype="int32"),
-        "head_prob": np.full(n_tokens, np.nan, dtype="float32"),
-        "dep_prob": np.full(n_tokens, np.nan, dtype="float32"),
-        "candidates": np.full((n_tokens, n_candidates), -1, dtype="int32"),
-        "candidate_probs": np.zeros((n_tokens, n_candidates), dtype="float32"),
-        "sent_starts": [],
-        "sent_ends": [],
-        "tree_prob": [],
-        "matrices": [],
-    }
-
-
 def _store(doc: Doc) -> Optional[Dict]:
     store = doc._.get(STORE)
     if store is None or len(store["head_prob"]) != len(doc) or store.get("tokens") != token_fingerprint(doc):
@@ -133,29 +116,81 @@ def span_arc_marginals(span: Span) -> Optional[np.ndarray]:
     return found[0]["matrices"][found[1]]
 
 
-def fill_sentence(
-    store: Dict, start: int, heads: np.ndarray, confidence: "SentenceConfidence", keep_matrix: bool
-) -> None:
-    """Write one decoded sentence (words start..start + n) into its Doc's store.
+class BatchConfidence:
+    """The confidence stores of a batch of Docs, filled a chunk of sentences at a time.
 
-    heads: (n,) the words' decoded heads as Doc token indices (the root its own), kept so that a
-    head moved after parsing gets no confidence; candidates are sentence units, made Doc token
-    indices here (unit 0, the root, becomes the word's own index).
+    The Docs' tokens are laid end to end (`offsets`, the batch position of each Doc's first token),
+    so that a chunk's words, whatever their Docs, are written by a few array assignments; `store`
+    then cuts one Doc's store out (NaN / -1 where nothing was parsed), sentences in text order.
     """
-    n = len(heads)
-    words = np.arange(start, start + n)
-    store["heads"][words] = heads
-    store["head_prob"][words] = confidence.head_prob
-    store["dep_prob"][words] = confidence.dep_prob
-    k = min(store["candidates"].shape[1], confidence.candidate_units.shape[1])
-    units = confidence.candidate_units[:, :k]
-    store["candidates"][words, :k] = np.where(units < 0, -1, np.where(units == 0, words[:, None], start + units - 1))
-    store["candidate_probs"][words, :k] = confidence.candidate_probs[:, :k]
-    store["sent_starts"].append(start)
-    store["sent_ends"].append(start + n)
-    store["tree_prob"].append(float(confidence.tree_prob))
-    if keep_matrix:
-        store["matrices"].append(confidence.matrix)
+
+    def __init__(self, offsets: np.ndarray, n_candidates: int):
+        n_tokens = int(offsets[-1])
+        self.offsets = offsets
+        self.heads = np.full(n_tokens, -1, dtype="int32")
+        self.head_prob = np.full(n_tokens, np.nan, dtype="float32")
+        self.dep_prob = np.full(n_tokens, np.nan, dtype="float32")
+        self.candidates = np.full((n_tokens, n_candidates), -1, dtype="int32")
+        self.candidate_probs = np.zeros((n_tokens, n_candidates), dtype="float32")
+        # Doc index -> its sentences so far: (start, end, tree_prob, (n, n) marginals or None)
+        self.sentences: Dict[int, List[Tuple[int, int, float, Optional[np.ndarray]]]] = {}
+
+    def fill(self, words: "ChunkWords", arrays: Dict[str, np.ndarray], matrices: Optional[List[np.ndarray]]) -> None:
+        """Write a chunk's words: `arrays` is `decoded_tree_confidence`'s output for the chunk;
+        matrices, one (n, n) per row, or None. Heads and candidates are kept as Doc token indices
+        (unit 0, the root, becomes the word's own index), so that a head moved after parsing gets
+        no confidence."""
+        row, unit, token = words.row, words.unit, words.token
+        doc_first = self.offsets[words.doc_index]  # per sentence: the batch position of its Doc
+        starts = words.first - doc_first  # per sentence: its first word in its Doc
+        own = token - doc_first[row]
+        self.heads[token] = words.head - doc_first[row]
+        self.head_prob[token] = arrays["head_prob"][row, unit]
+        self.dep_prob[token] = arrays["dep_prob"][row, unit]
+        k = min(self.candidates.shape[1], arrays["candidate_units"].shape[2])
+        units = arrays["candidate_units"][row, unit, :k]
+        in_doc = np.where(units == 0, own[:, None], starts[row, None] + units - 1)
+        self.candidates[token, :k] = np.where(units < 0, -1, in_doc)
+        self.candidate_probs[token, :k] = arrays["candidate_probs"][row, unit, :k]
+        sentences = zip(starts.tolist(), (starts + words.n_words).tolist(), arrays["tree_prob"].tolist())
+        for doc_index, (start, end, tree_prob), matrix in zip(
+            words.doc_index.tolist(), sentences, matrices or [None] * len(starts)
+        ):
+            self.sentences.setdefault(doc_index, []).append((start, end, tree_prob, matrix))
+
+    def store(self, doc_index: int, doc: Doc) -> Dict[str, object]:
+        """Doc `doc_index`'s store (`Doc._.pairatt_confidence`): its own copies of the arrays."""
+        tokens = slice(int(self.offsets[doc_index]), int(self.offsets[doc_index + 1]))
+        sentences = sorted(self.sentences.get(doc_index, []), key=lambda sentence: sentence[0])
+        return {
+            "tokens": token_fingerprint(doc),
+            "heads": self.heads[tokens].copy(),
+            "head_prob": self.head_prob[tokens].copy(),
+            "dep_prob": self.dep_prob[tokens].copy(),
+            "candidates": self.candidates[tokens].copy(),
+            "candidate_probs": self.candidate_probs[tokens].copy(),
+            "sent_starts": [start for start, _, _, _ in sentences],
+            "sent_ends": [end for _, end, _, _ in sentences],
+            "tree_prob": [tree_prob for _, _, tree_prob, _ in sentences],
+            "matrices": [matrix for *_, matrix in sentences if matrix is not None],
+        }
+
+
+@dataclass
+class ChunkWords:
+    """Where a chunk's words are, as indices into the batch's Docs laid end to end.
+
+    Per sentence row (B,): doc_index, first (the batch position of its first word), n_words. Per word
+    (W,): row, unit (1..n_words), token (its batch position), head (its decoded head's; the root's
+    is itself, spaCy's convention)."""
+
+    doc_index: np.ndarray
+    first: np.ndarray
+    n_words: np.ndarray
+    row: np.ndarray
+    unit: np.ndarray
+    token: np.ndarray
+    head: np.ndarray
 
 
 @dataclass

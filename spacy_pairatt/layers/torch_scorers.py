@@ -28,6 +28,9 @@ from torch.utils.checkpoint import checkpoint
 from ..core.alignment import BlockAlignment
 from ..core.pooling import WordAttention, pool_attention, pool_hidden
 
+# BiaffinePairScorer's MLP projections of a unit, in the order `_projected` returns them.
+PROJECTIONS = ("arc_dependent", "arc_head", "label_dependent", "label_head")
+
 
 class PairIndicators(nn.Module):
     """Learned offsets for units without wordpieces and pairs without a shared window."""
@@ -180,12 +183,7 @@ class BiaffinePairScorer(nn.Module):
             self.projections = nn.ModuleDict(
                 {
                     name: nn.Sequential(nn.Linear(width, size), nn.GELU(), nn.Dropout(dropout))
-                    for name, size in (
-                        ("arc_dependent", arc_width),
-                        ("arc_head", arc_width),
-                        ("label_dependent", label_width),
-                        ("label_head", label_width),
-                    )
+                    for name, size in zip(PROJECTIONS, (arc_width, arc_width, label_width, label_width))
                 }
             )
             self.arc_bilinear = nn.Parameter(torch.zeros(arc_width, arc_width))
@@ -194,40 +192,45 @@ class BiaffinePairScorer(nn.Module):
             self.label_dependent = nn.Linear(label_width, n_labels, bias=False)
             self.label_head = nn.Linear(label_width, n_labels, bias=False)
 
-    def _arcs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """(B, N, N) biaffine arc scores of the hidden states (after dropout)."""
+    def _projected(self, hidden: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        """The four MLP projections of every unit, (B, N, E) each in PROJECTIONS' order, from one
+        matmul over the rows of hidden (B, N, M) that are not zero.
+
+        Every other row (a chunk's padding, about half its slots once chunks may pad fourfold, and
+        units without wordpieces) gets the projection of a zero vector. The four linear maps are
+        applied as one (their weights side by side): one large matmul and one GELU instead of four
+        of each, and the label vectors are taken from here instead of gathering hidden rows again.
+        """
         batch, n_units, width = hidden.shape
         flat = hidden.reshape(-1, width)
         nonzero = torch.nonzero(flat.any(1)).flatten()
-        dependent, head = (
-            self._project_nonzero(name, flat, nonzero).view(batch, n_units, -1)
-            for name in ("arc_dependent", "arc_head")
-        )
+        linears = [self.projections[name][0] for name in PROJECTIONS]
+        weight, bias = torch.cat([linear.weight for linear in linears]), torch.cat([linear.bias for linear in linears])
+        _, gelu, dropout = self.projections[PROJECTIONS[0]]  # the same GELU and dropout rate in all four
+        rows = gelu(nn.functional.linear(flat[nonzero], weight, bias))
+        projected = dropout(gelu(bias).expand(len(flat), -1).index_copy(0, nonzero, rows)).view(batch, n_units, -1)
+        return projected.split([linear.out_features for linear in linears], dim=-1)
+
+    def _arcs(self, dependent: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        """(B, N, N) biaffine arc scores of the arc projections."""
         # Plain matmuls in contiguous layouts: torch's einsum backward is an order of
         # magnitude slower on CPU for these shapes.
         scores = torch.matmul(dependent @ self.arc_bilinear, head.transpose(1, 2))
         return scores + self.arc_head_bias(head)[:, None, :, 0]
 
-    def _project_nonzero(self, name: str, flat: torch.Tensor, nonzero: torch.Tensor) -> torch.Tensor:
-        """(R, E) projection `name` of the rows of flat (R, M), the MLP run on the rows listed in
-        `nonzero` only: every other row is zero (a chunk's padding, about half its slots once chunks
-        may pad fourfold, and units without wordpieces) and gets the projection of a zero vector."""
-        linear, gelu, dropout = self.projections[name]
-        zero_row = gelu(linear.bias).expand(len(flat), -1)
-        return dropout(zero_row.index_copy(0, nonzero, gelu(linear(flat[nonzero]))))
-
     def forward(self, hidden, attention: Optional[WordAttention], missing, unshared):
-        """(B, N, N) arc scores, and the state `label_scores_at` reads (this pass's hidden states
-        after dropout and its map dropout, so that the labels see the same dropout as the arcs)."""
+        """(B, N, N) arc scores, and the state `label_scores_at` reads (this pass's label projections
+        of every unit and its map dropout, so that the labels see the same dropout as the arcs)."""
         arc = self.indicators(missing, unshared, slice(0, 1))[..., 0]
-        dropped = self.dropout(hidden) if self.use_embeddings else None
-        if dropped is not None:
-            arc = arc + self._arcs(dropped)
+        label_vectors = None
+        if self.use_embeddings:
+            arc_dependent, arc_head, *label_vectors = self._projected(self.dropout(hidden))
+            arc = arc + self._arcs(arc_dependent, arc_head)
         kept = None
         if self.attention is not None:
             kept = self.attention.kept_maps(attention)
             arc = arc + self.attention(attention, slice(0, 1), kept)[..., 0]
-        return arc, (dropped, attention, kept, missing, unshared)
+        return arc, (label_vectors, attention, kept, missing, unshared)
 
     def _label_bilinear(self, dependent_vectors: torch.Tensor, head_vectors: torch.Tensor, head_of: torch.Tensor):
         """(R, K) d_r @ U_k @ h_r for R (dependent, head) rows, with the head vectors given once per
@@ -258,18 +261,19 @@ class BiaffinePairScorer(nn.Module):
         """(B, N, K) label scores of the arcs heads[b, i] -> i.
 
         Only units with a head (heads[b, i] >= 0; the root and padding have -1 and get zeros) are
-        scored, and the label projections are computed for those units and their heads only: the
-        bilinear costs K x E x E per unit, and a chunk is padded to its longest sentence.
+        scored: the bilinear costs K x E x E per distinct head, and a chunk is padded to its longest
+        sentence.
         """
-        hidden, attention, kept, missing, unshared = state
+        label_vectors, attention, kept, missing, unshared = state
         batch, n_units = heads.shape
         sentence, unit = torch.nonzero(heads >= 0, as_tuple=True)
         head = heads[sentence, unit]
         labels = self.label_bias.expand(len(unit), -1)
-        if hidden is not None:
+        if label_vectors is not None:
+            as_dependent, as_head = label_vectors
             heads_once, head_of = torch.unique(sentence * n_units + head, return_inverse=True)
-            head_vectors = self.projections["label_head"](hidden.flatten(0, 1)[heads_once])
-            dependent_vectors = self.projections["label_dependent"](hidden[sentence, unit])
+            head_vectors = as_head.flatten(0, 1)[heads_once]
+            dependent_vectors = as_dependent[sentence, unit]
             labels = (
                 labels
                 + self._label_bilinear(dependent_vectors, head_vectors, head_of)

@@ -77,6 +77,54 @@ def test_matrix_setting_stores_marginals_that_agree_with_the_tokens(initialized)
     assert nlp(TEXTS[2])[:]._.arc_marginals is None
 
 
+def _unparsed_documents(nlp, sentence_docs, sizes):
+    """Docs of `sizes` gold sentences each (EWT train, boundaries kept, no parse), in text order."""
+    documents, start = [], 0
+    for size in sizes:
+        joined = Doc.from_docs(sentence_docs[start : start + size])
+        doc = Doc(nlp.vocab, words=[t.text for t in joined], spaces=[bool(t.whitespace_) for t in joined])
+        for token, source in zip(doc, joined):
+            token.is_sent_start = source.is_sent_start
+        documents.append(doc)
+        start += size
+    return documents
+
+
+@pytest.mark.parametrize("level", ["arcs", "matrix"])
+def test_a_batch_of_many_sentence_docs_stores_what_each_doc_parsed_alone_does(initialized, ud_train_docs, level):
+    """In a batch, chunks take sentences of several Docs by length: heads, labels and every store
+    field (sentences in text order, marginal matrices with them) are what parsing each Doc alone gives."""
+    nlp, _ = initialized
+    parser = nlp.get_pipe("pairatt_parser")
+    parser.confidence = level
+    try:
+        documents = _unparsed_documents(nlp, ud_train_docs, [5, 1, 7, 3])
+        batch = list(nlp.pipe([doc.copy() for doc in documents], batch_size=len(documents)))
+        alone = [nlp(doc.copy()) for doc in documents]
+    finally:
+        parser.confidence = "arcs"
+    parses = parser.model.predict(list(nlp.get_pipe("transformer").pipe([doc.copy() for doc in documents])))
+    order = [(doc_index, start) for parse in parses for doc_index, start, _ in parse.sentences]
+    assert order != sorted(order)  # the chunks hold the Docs' sentences out of text order
+    for in_batch, by_itself in zip(batch, alone, strict=True):
+        assert [(t.head.i, t.dep_) for t in in_batch] == [(t.head.i, t.dep_) for t in by_itself]
+        got, expected = in_batch._.pairatt_confidence, by_itself._.pairatt_confidence
+        assert got["sent_starts"] == [sent.start for sent in in_batch.sents]
+        assert (got["sent_starts"], got["sent_ends"]) == (expected["sent_starts"], expected["sent_ends"])
+        np.testing.assert_array_equal(got["heads"], expected["heads"])
+        np.testing.assert_array_equal(got["candidates"], expected["candidates"])
+        for key in ("head_prob", "dep_prob", "candidate_probs", "tree_prob"):
+            np.testing.assert_allclose(got[key], expected[key], rtol=1e-4, atol=1e-6)
+        assert len(got["matrices"]) == (len(got["sent_starts"]) if level == "matrix" else 0)
+        for sent in in_batch.sents:
+            for token in sent:
+                assert token._.head_prob is not None and token._.head_candidates
+            if level == "matrix":
+                matrix, words = sent._.arc_marginals, np.arange(len(sent))
+                heads = np.array([t.head.i - sent.start for t in sent])
+                np.testing.assert_allclose(matrix[words, heads], [t._.head_prob for t in sent], rtol=1e-5)
+
+
 def test_confidence_off_stores_nothing_and_parses_the_same(initialized):
     nlp, _ = initialized
     parser = nlp.get_pipe("pairatt_parser")

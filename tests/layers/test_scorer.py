@@ -10,7 +10,7 @@ from spacy_pairatt.core.objectives import arc_log_scores, best_labels, biaffine_
 from spacy_pairatt.core.pooling import WordAttention
 from spacy_pairatt.integration.features import WindowBatch, chunk_batch
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer
-from spacy_pairatt.layers.torch_scorers import BiaffinePairScorer, PairAttention, PaperPairScorer
+from spacy_pairatt.layers.torch_scorers import PROJECTIONS, BiaffinePairScorer, PairAttention, PaperPairScorer
 
 
 def random_inputs(batch=2, n=4, width=5, n_att=6, seed=0):
@@ -95,11 +95,12 @@ def test_biaffine_arc_and_label_scores_match_their_formulas():
     assert scored.nonzero().tolist() == [[b, i] for b, i, _ in arcs_given]  # units without a head get zeros
 
 
-def test_arc_mlps_on_nonzero_rows_give_the_scores_and_gradients_of_every_row():
-    """`_arcs` runs the arc MLPs on a chunk's nonzero rows only and gives every zero row (padding, a
-    unit without wordpieces) the projection of a zero vector: the scores and the parameters'
-    gradients are those of projecting every row, and so is the gradient of every nonzero row. A zero
-    row's own gradient is dropped: it has no wordpieces to pool from, so it reaches no window."""
+def test_mlps_on_nonzero_rows_give_the_scores_and_gradients_of_every_row():
+    """`_projected` runs the four MLPs, as one, on a chunk's nonzero rows only and gives every zero
+    row (padding, a unit without wordpieces) the projection of a zero vector: the projections, the
+    arc scores and the parameters' gradients are those of projecting every row with each MLP, and so
+    is the gradient of every nonzero row. A zero row's own gradient is dropped: it has no wordpieces
+    to pool from, so it reaches no window."""
     torch.manual_seed(0)
     scorer = BiaffinePairScorer(5, 6, 3, True, False, dropout=0.0, arc_width=4, label_width=2).train()
     for parameter in scorer.parameters():
@@ -108,8 +109,12 @@ def test_arc_mlps_on_nonzero_rows_give_the_scores_and_gradients_of_every_row():
     hidden[0, 2] = 0.0  # a unit without wordpieces
     hidden[1, 3] = 0.0  # padding
     hidden.requires_grad_()
-    arcs = scorer._arcs(hidden)
-    dependent, head = scorer.projections["arc_dependent"](hidden), scorer.projections["arc_head"](hidden)
+    projected = scorer._projected(hidden)
+    each = [scorer.projections[name](hidden) for name in PROJECTIONS]
+    for got_projection, expected_projection in zip(projected, each, strict=True):
+        torch.testing.assert_close(got_projection, expected_projection)
+    arcs = scorer._arcs(*projected[:2])
+    dependent, head = each[:2]
     direct = dependent @ scorer.arc_bilinear @ head.transpose(1, 2) + scorer.arc_head_bias(head)[:, None, :, 0]
     torch.testing.assert_close(arcs, direct)
     assert (arcs[0, 2] != 0).all() and (arcs[1, :, 3] != 0).all()  # zero rows are scored, not left out
