@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spacy_pairatt.corpora.ud_documents import paragraph_starts, read_ud_documents  # noqa: E402
 from spacy_pairatt.evaluation.ud_errors import error_analysis, sentence_errors_markdown  # noqa: E402
-from spacy_pairatt.evaluation.ud_eval import evaluate, results_table, write_results  # noqa: E402
+from spacy_pairatt.evaluation.ud_eval import evaluate, ud_results_table, write_results  # noqa: E402
 from spacy_pairatt.evaluation.ud_treebank import load_conllu  # noqa: E402
 from spacy_pairatt.packaging.shipped_pipeline import put_senter  # noqa: E402
 from spacy_pairatt.parse_files.parsing import parse_file  # noqa: E402
@@ -141,14 +141,14 @@ def main() -> None:
             "",
             "## Segmenters alone",
             "",
-            results_table(rows(alone), ["Tokens", "Words", "Sentences"]),
+            ud_results_table(rows(alone), ["Tokens", "Words", "Sentences"]),
             "## The parser behind each segmenter",
             "",
             f"`{args.parser}` with each sentence source as `assemble --senter` puts it and the UD English "
             f"tokenizer; words/s: median of {args.repeats} parses of the test text ({n_words:,} words, whole "
             "pipeline, 2 CPU cores).",
             "",
-            results_table(rows(parsed), ["Sentences", "UAS", "LAS"]),
+            ud_results_table(rows(parsed), ["Sentences", "UAS", "LAS"]),
             "| pipeline | words/s |",
             "|---|---|",
             *(f"| parser + {name} | {value:,.0f} |" for name, value in speed.items()),

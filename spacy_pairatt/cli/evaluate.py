@@ -109,7 +109,7 @@ def ud_eval(args) -> None:
 
 def ud_table(args) -> None:
     """A markdown table of `ud-eval --output` files given as NAME:PATH."""
-    from ..evaluation.ud_eval import results_table
+    from ..evaluation.ud_eval import ud_results_table
     from ..reporting.json_files import read_json, write_text
 
     rows = []
@@ -125,7 +125,7 @@ def ud_table(args) -> None:
             raise SystemExit(f"python -m spacy_pairatt ud-table: error: {path} is not an ud-eval --output file")
         rows.append((name, result))
     try:
-        text = (args.title + "\n\n" if args.title else "") + results_table(rows, args.metrics)
+        text = (args.title + "\n\n" if args.title else "") + ud_results_table(rows, args.metrics)
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt ud-table: error: {error}") from error
     if args.output:

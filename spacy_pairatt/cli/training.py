@@ -5,19 +5,19 @@ import signal
 from pathlib import Path
 
 
-def train_resumable(args) -> None:
+def train_resumable_command(args) -> None:
     """A run a signal stopped exits, after its checkpoint, with 128 + the signal's number (as if killed by it)."""
     from spacy.cli._util import import_code, parse_config_overrides, setup_gpu, show_validation_error
 
     from ..training.checkpoints import ResumeError
-    from ..training.resumable import train_resumable as train
+    from ..training.resumable import train_resumable
 
     overrides = parse_config_overrides(args.config_overrides)
     import_code(args.code)
     setup_gpu(args.gpu_id)
     try:
         with show_validation_error(args.config):
-            outcome = train(
+            outcome = train_resumable(
                 Path(args.config),
                 Path(args.output),
                 checkpoint_every=args.checkpoint_every,
@@ -49,4 +49,4 @@ def add_commands(commands) -> None:
     train.add_argument("--keep", type=int, default=2, help="complete checkpoints kept, newest first (default 2)")
     train.add_argument("--gpu-id", "-g", type=int, default=-1, help="GPU id, or -1 for the CPU (default)")
     train.add_argument("--code", "-c", help="a Python file with registered functions, imported first")
-    train.set_defaults(func=train_resumable, config_overrides=[])
+    train.set_defaults(func=train_resumable_command, config_overrides=[])

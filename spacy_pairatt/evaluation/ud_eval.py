@@ -293,7 +293,7 @@ def scores_table(scores: Dict[str, Score]) -> str:
     return "\n".join(lines)
 
 
-def results_table(rows: List[Tuple[str, Dict]], metrics: Sequence[str]) -> str:
+def ud_results_table(rows: List[Tuple[str, Dict]], metrics: Sequence[str]) -> str:
     """Markdown: a row per (name, `ud-eval --output` result) with each metric's F1 in percent, the
     gold file and the commit the scores were made at."""
     unknown = [metric for metric in metrics if metric not in METRICS]

@@ -21,6 +21,11 @@ def percent(value) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
 
+def cell(value, digits: int = 1) -> str:
+    """A table cell: the value to `digits` decimals, or – where there is none."""
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
 def results_table(rows: List[Dict]) -> str:
     """Markdown table from labelled evaluation results (each row: {"name", "split", "result"})."""
     lines = [

@@ -8,6 +8,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..reporting.json_files import read_json, write_json
 from ..reporting.provenance import provenance
+from ..reporting.tables import cell
 from .ablation import DATASETS, METRICS, ROWS, ROWS_BY_KEY, Dataset, percent_scores
 from .bootstrap import paired_bootstrap
 
@@ -174,10 +175,6 @@ def ablation_table(results_dir: Path, replicates: Sequence[Path] = ()) -> Dict:
         "orderings": orderings(records, Path(results_dir)),
         "seed_spread": seed_spread(folders),
     }
-
-
-def cell(value, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 def verdict_text(verdict: Dict) -> str:

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ..reporting.json_files import read_json
+from ..reporting.tables import cell
 from .ablation_table import write_table_files
 from .attention_curve import COMPARISONS, DOMAINS, PARSER_ROWS, TASKS, size_label
 from .bootstrap import paired_bootstrap_macro_f1, paired_bootstrap_seeds
@@ -209,10 +210,6 @@ def curve_table(results_dir: Path, n_resamples: int = N_RESAMPLES) -> Dict:
 
 def sentences(n_train: int, size: str) -> str:
     return f"{n_train:,}" + (" (all)" if size == "full" else "")
-
-
-def cell(value, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 def curve_markdown(table: Dict, png: Optional[str] = None, title: str = "") -> str:
