@@ -86,7 +86,11 @@ def test_the_bars_give_every_trainings_cost_from_their_files(tmp_path):
     line = "; ".join(
         f"{what} {n} steps in {wall / 60:.0f} min, peak RSS {rss:,.0f} MB (`{command}`)"
         for what, n, (wall, rss, command) in zip(
-            ("stage 1 (all components)", "stage 2 (pairatt_segmenter, `train-segmenter-standalone`)", "the parser alone"),
+            (
+                "stage 1 (all components)",
+                "stage 2 (pairatt_segmenter, `train-segmenter-standalone`)",
+                "the parser alone",
+            ),
             steps,
             runs.values(),
         )
