@@ -5,6 +5,7 @@ The tiny encoder is for speed only: it never backs an accuracy claim.
 
 import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Optional
 
@@ -33,6 +34,15 @@ def pipeline_device(pytestconfig):
     if gpu_id >= 0:
         spacy.require_gpu(gpu_id)
     return gpu_id
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hangup_as_default():
+    """The stop-signal tests send SIGHUP to the commands they start. Under `nohup` the suite would
+    inherit SIGHUP ignored and pass it on, and those commands would rightly ignore it."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, previous)
 
 
 # The tiny encoders' shape: 2 layers x 4 heads, hidden 32 (8 attention maps).
