@@ -105,6 +105,15 @@ def make_pairatt_parser(
     )
 
 
+def sentence_layout(sentences: List[Tuple[int, int, int]], n_units: int, doc_offsets: np.ndarray):
+    """Where a chunk's sentence rows lie in the batch's Docs laid end to end (doc_offsets: each Doc's
+    first token there): (B,) doc_index, first (its first word's position) and n_words, and (B, N)
+    `inside`, the units that are words (1..n_words; unit u is the token at first + u - 1)."""
+    doc_index, start, n_words = (np.array(column, dtype="int64") for column in zip(*sentences))
+    units = np.arange(n_units)[None, :]
+    return doc_index, doc_offsets[doc_index] + start, n_words, (units >= 1) & (units <= n_words[:, None])
+
+
 @dataclass
 class DecodedChunk:
     """One chunk of sentences as the decoder saw and left it: what `predict` hands `set_annotations`,
@@ -163,10 +172,8 @@ class DecodedChunk:
     def words(self, doc_offsets: np.ndarray) -> ChunkWords:
         """Where the chunk's words and their decoded heads are in the batch's Docs laid end to end
         (doc_offsets: each Doc's first token there)."""
-        doc_index, start, n_words = (np.array(column, dtype="int64") for column in zip(*self.sentences))
-        first = doc_offsets[doc_index] + start
-        units = np.arange(self.heads.shape[1])[None, :]
-        row, unit = np.nonzero((units >= 1) & (units <= n_words[:, None]))
+        doc_index, first, n_words, inside = sentence_layout(self.sentences, self.heads.shape[1], doc_offsets)
+        row, unit = np.nonzero(inside)
         token = first[row] + unit - 1
         head_unit = self.heads[row, unit]
         head = np.where(head_unit == 0, token, first[row] + head_unit - 1)
@@ -258,11 +265,9 @@ class PairAttParser(PairScoringPipe):
     def _whitespace_units(sentences, shape: Tuple[int, int], is_space: np.ndarray, doc_offsets: np.ndarray):
         """(B, N) True for the units that are whitespace tokens; is_space: every Doc's tokens after
         one leading False (what the units outside the sentences read)."""
-        firsts = np.array([doc_offsets[doc_index] + start for doc_index, start, _ in sentences])
-        n_words = np.array([n for _, _, n in sentences])
+        _, first, _, inside = sentence_layout(sentences, shape[1], doc_offsets)
         units = np.arange(shape[1])[None, :]
-        inside = (units >= 1) & (units <= n_words[:, None])
-        return is_space[np.where(inside, 1 + firsts[:, None] + units - 1, 0)]
+        return is_space[np.where(inside, 1 + first[:, None] + units - 1, 0)]
 
     def calibrated_confidence(self, chunk: DecodedChunk) -> Dict[str, np.ndarray]:
         """A chunk's confidence at the temperatures `calibrate` fitted (1 until then)."""
