@@ -77,7 +77,6 @@ setup(
             "spacy-pairatt.SurfaceTok2Vec.v1 = spacy_pairatt.layers.surface:build_surface_tok2vec",
             "spacy-pairatt.DropoutBiLSTMEncoder.v1 = spacy_pairatt.layers.surface:build_dropout_bilstm_encoder",
             "spacy-pairatt.TaggerEnsemble.v1 = spacy_pairatt.layers.ensemble:build_tagger_ensemble",
-            "spacy-pairatt.AveragedTagger.v1 = spacy_pairatt.layers.ensemble:build_averaged_tagger",
             "spacy-pairatt.AttentionTransformerModel.v1 = "
             "spacy_pairatt.layers.attention_transformer:build_attention_transformer",
             # Deprecated names, kept for one release: PairAttParserModel.v1, BiaffinePairScorer.v1 or

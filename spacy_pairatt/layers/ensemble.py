@@ -12,9 +12,6 @@ and every member would receive the ensemble's error. Each member receives its ow
 gradient `p_k - y = d + (p_k - p̄)` instead, on the tokens the loss annotates (non-zero rows of
 `d`), so one `spacy train` trains the members as separate runs would, and only prediction
 averages them.
-
-`spacy-pairatt.AveragedTagger.v1` is the same average over whole tagging models that share nothing
-(the standalone segmenter's: spelling features and a BiLSTM each, no transformer).
 """
 
 from typing import List, Optional, Sequence
@@ -28,7 +25,6 @@ from ..integration.validation import check_settings
 from .surface import build_dropout_bilstm_encoder, handing_on_no_input_gradient, surface_embedding, surface_mix
 
 OWNER = "spacy-pairatt.TaggerEnsemble.v1"
-AVERAGED = "spacy-pairatt.AveragedTagger.v1"
 
 
 @registry.architectures("spacy-pairatt.TaggerEnsemble.v1")
@@ -70,56 +66,6 @@ def build_tagger_ensemble(
     )
 
 
-@registry.architectures("spacy-pairatt.AveragedTagger.v1")
-def build_averaged_tagger(
-    tagger: Model[List[Doc], List[Floats2d]], members: int = 4
-) -> Model[List[Doc], List[Floats2d]]:
-    """Registered as `spacy-pairatt.AveragedTagger.v1`: the mean class probabilities of `members`
-    copies of `tagger` (a whole tagging model, e.g. `spacy.Tagger.v2`, uninitialised), each with its
-    own weights, initialised and trained as separate runs would be. Use it as a `tagger` or `senter` model.
-    """
-    check_settings(AVERAGED, members=members)
-    copies = [tagger] + [tagger.copy() for _ in range(members - 1)]
-    return Model(
-        "averaged_tagger",
-        averaged_forward,
-        init=averaged_init,
-        layers=copies,
-        attrs={"members": members},
-        dims={"nO": None},
-    )
-
-
-def averaged_forward(model: Model, docs: List[Doc], is_train: bool):
-    if not docs:  # thinc's layers cannot infer a width from an empty batch
-        return [], lambda d_mean: []
-    results = [member(docs, is_train) for member in model.layers]
-    probabilities = mean_probabilities([probs for probs, _ in results])
-
-    def backprop(d_mean: List[Floats2d]) -> List:
-        for member_probs, backprop_member in results:
-            backprop_member(member_gradients(d_mean, member_probs, probabilities))
-        return []
-
-    return probabilities, backprop
-
-
-def averaged_init(model: Model, X: Optional[List[Doc]] = None, Y: Optional[List[Floats2d]] = None) -> None:
-    for member in model.layers:
-        member.initialize(X=X, Y=Y)
-    model.set_dim("nO", model.layers[0].get_dim("nO"))
-
-
-def mean_probabilities(member_probs: List[List[Floats2d]]) -> List[Floats2d]:
-    """Per Doc, the mean of the members' class probabilities."""
-    return [sum(doc_probs) / len(member_probs) for doc_probs in zip(*member_probs)]
-
-
-def member_gradients(d_mean: List[Floats2d], member_probs: List[Floats2d], mean: List[Floats2d]) -> List[Floats2d]:
-    """One member's own cross-entropy gradient `d + (p_k - p̄)`, on the rows the loss annotates."""
-    return [d + (d != 0).any(axis=1, keepdims=True) * (p - m) for d, p, m in zip(d_mean, member_probs, mean)]
-
-
 def member_inputs(model: Model, docs: List[Doc], is_train: bool):
     """The listener's vectors (once) and, per member, its input: those vectors beside its own spelling features."""
     members = model.attrs["members"]
@@ -137,13 +83,17 @@ def ensemble_forward(model: Model, docs: List[Doc], is_train: bool):
     heads = model.layers[1 + members :]
     vectors, backprop_listener, spelled, inputs = member_inputs(model, docs, is_train)
     results = [head(X, is_train) for head, X in zip(heads, inputs)]
-    probabilities = mean_probabilities([probs for probs, _ in results])
+    probabilities = [sum(doc_probs) / members for doc_probs in zip(*(probs for probs, _ in results))]
 
     def backprop(d_mean: List[Floats2d]) -> List:
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
         width = vectors[0].shape[1]  # the listener's columns of each member's input; its own after them
         for (member_probs, backprop_head), (_, backprop_surface) in zip(results, spelled):
-            d_inputs = backprop_head(member_gradients(d_mean, member_probs, probabilities))
+            d_member = [
+                d + (d != 0).any(axis=1, keepdims=True) * (p - mean)
+                for d, p, mean in zip(d_mean, member_probs, probabilities)
+            ]
+            d_inputs = backprop_head(d_member)
             for d_vector, d_input in zip(d_vectors, d_inputs):
                 d_vector += d_input[:, :width]
             backprop_surface([d_input[:, width:] for d_input in d_inputs])

@@ -1,15 +1,13 @@
-"""spacy-pairatt.TaggerEnsemble.v1 and AveragedTagger.v1: the mean of their members' probabilities, and each
-member trained on its own cross-entropy (the gradients equal those of training the members one by one)."""
+"""spacy-pairatt.TaggerEnsemble.v1: the mean of its members' probabilities, and each member trained on its
+own cross-entropy (the gradients equal those of training the members one by one)."""
 
 import numpy as np
 import pytest
 import spacy
-from spacy.ml.models.tagger import build_tagger_model
-from spacy.ml.models.tok2vec import build_hash_embed_cnn_tok2vec
 from spacy.tokens import Doc
 from thinc.api import Model
 
-from spacy_pairatt.layers.ensemble import build_averaged_tagger, build_tagger_ensemble
+from spacy_pairatt.layers.ensemble import build_tagger_ensemble
 
 WIDTH = 6
 
@@ -42,10 +40,6 @@ def one_hot_starts(docs):
 
 def initialised(docs, members=3):
     model = build_tagger_ensemble(fixed_vectors(), members=members, surface_width=4, rows=(50, 50, 50, 50), width=8)
-    return perturbed(model, docs)
-
-
-def perturbed(model, docs):
     model.initialize(X=docs, Y=one_hot_starts(docs))
     # Zero-initialised softmaxes would give every member the same output; perturb them to test the mean.
     for node in model.walk():
@@ -133,44 +127,3 @@ def test_an_empty_doc_and_no_docs(docs):
     probs = model.predict([empty, docs[0]])
     assert probs[0].shape == (0, 2) and probs[1].shape == (len(docs[0]), 2)
     assert model.predict([]) == []
-
-
-def averaged(docs, members=3):
-    tok2vec = build_hash_embed_cnn_tok2vec(
-        width=8, depth=1, embed_size=50, window_size=1, maxout_pieces=2, subword_features=True, pretrained_vectors=None
-    )
-    return perturbed(build_averaged_tagger(build_tagger_model(tok2vec, nO=None), members=members), docs)
-
-
-def test_averaged_tagger_members_are_separate_models_and_their_mean_is_the_output(docs):
-    model = averaged(docs)
-    members = model.layers
-    assert len(members) == 3 and len({member.id for member in members}) == 3
-    first, second = ([n.get_param("E") for n in member.walk() if n.has_param("E")][0] for member in members[:2])
-    assert first.shape == second.shape and not np.allclose(first, second)  # initialised independently
-    predicted = model.predict(docs)
-    for i in range(len(docs)):
-        np.testing.assert_allclose(predicted[i], np.mean([m.predict(docs)[i] for m in members], axis=0), rtol=1e-5)
-    assert model.get_dim("nO") == 2
-    assert model.predict([]) == []
-
-
-def test_averaged_tagger_trains_each_member_on_its_own_cross_entropy(docs):
-    model = averaged(docs)
-    gold = one_hot_starts(docs)
-    zero_gradients(model)
-    mean, backprop = model.begin_update(docs)
-    assert backprop([p - y for p, y in zip(mean, gold)]) == []
-    from_average = gradients(model)
-
-    zero_gradients(model)
-    for member in model.layers:
-        probs, backprop_member = member.begin_update(docs)
-        backprop_member([p - y for p, y in zip(probs, gold)])
-    one_by_one = gradients(model)
-
-    assert from_average.keys() == one_by_one.keys() and len(from_average) > 0
-    for key in from_average:
-        np.testing.assert_allclose(from_average[key], one_by_one[key], rtol=1e-4, atol=1e-5)  # float32 sums
-    with pytest.raises(ValueError, match="AveragedTagger.v1: members must be an integer >= 1, got 0"):
-        build_averaged_tagger(model.layers[0], members=0)
