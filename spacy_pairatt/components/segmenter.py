@@ -1,8 +1,9 @@
 """pairatt_segmenter: spaCy's senter with the two things raw text needs that it lacks.
 
-- A threshold on the probability of a sentence start, chosen on dev, instead of the argmax: on
-  web text the segmenter errs towards missing boundaries (a line without final punctuation, a
-  signature), and where precision and recall meet is a setting, not a retraining.
+- A threshold on the probability of a sentence start (`start_probabilities`), chosen on dev,
+  instead of the argmax: on web text the segmenter errs towards missing boundaries (a line without
+  final punctuation, a signature), and where precision and recall meet is a setting, not a
+  retraining.
 - Whitespace: a paragraph break (a whitespace token holding a blank line) always ends a sentence,
   and a whitespace token never starts one, whatever the model says. Paragraph breaks are the
   strongest boundary signal raw text has; the model learns them too (its training Docs have them),
@@ -21,6 +22,7 @@ from spacy.tokens import Doc
 from thinc.api import Model
 
 from ..integration.validation import check_settings
+from .tokenizer import multiword_tokens
 
 SENTENCE_START = 1  # the senter's label ids: 0 "I" (inside), 1 "S" (start)
 
@@ -100,18 +102,35 @@ class ParagraphSegmenter(SentenceRecognizer):
         """Each token's label id: 1 where it starts a sentence (see the module)."""
         if not any(len(doc) for doc in docs):
             return [np.zeros(0, dtype="int64") for doc in docs]
-        scores = self.model.predict(docs)
-        to_numpy = self.model.ops.to_numpy
         return [
-            sentence_starts(doc, to_numpy(doc_scores)[:, SENTENCE_START], self.threshold)
-            for doc, doc_scores in zip(docs, scores)
+            sentence_starts(doc, probabilities, self.threshold)
+            for doc, probabilities in zip(docs, self.start_probabilities(docs))
         ]
+
+    def start_probabilities(self, docs: List[Doc]) -> List[np.ndarray]:
+        """Each token's probability of starting a sentence, per Doc: what the threshold is compared with.
+
+        spaCy's `Tagger.v2` with `normalize = false` (spaCy's senter default, and this segmenter's)
+        outputs logits at inference and probabilities only in training, so its output is put through
+        the softmax here; a model whose output layer normalises (or that has none, like
+        `TaggerEnsemble.v1`, which averages probabilities) is read as it is.
+        """
+        ops = self.model.ops
+        output_layer = self.model.get_ref("output_layer") if self.model.has_ref("output_layer") else None
+        logits = output_layer is not None and not output_layer.attrs.get("softmax_normalize", True)
+        scores = self.model.predict(docs)
+        if logits:
+            temperature = output_layer.attrs.get("softmax_temperature", 1.0)
+            scores = [ops.softmax(doc_scores, temperature=temperature) for doc_scores in scores]
+        return [ops.to_numpy(doc_scores)[:, SENTENCE_START] for doc_scores in scores]
 
 
 def sentence_starts(doc: Doc, start_probabilities: np.ndarray, threshold: float) -> np.ndarray:
     """1 for each token that starts a sentence, else 0: the first token, a word whose probability
-    is at least `threshold` or that follows a paragraph break; never a whitespace token, nor a
-    word preceded by nothing but whitespace (leading whitespace belongs to the first sentence)."""
+    is at least `threshold` or that follows a paragraph break; never a whitespace token, a word
+    inside a multiword token (the `'s` of `Korea's`: UD writes one token, which a sentence cannot
+    split), nor a word preceded by nothing but whitespace (leading whitespace belongs to the first
+    sentence)."""
     starts = start_probabilities >= threshold
     if not len(doc):
         return starts.astype("int64")
@@ -119,6 +138,8 @@ def sentence_starts(doc: Doc, start_probabilities: np.ndarray, threshold: float)
     paragraph_breaks = [i for i in np.flatnonzero(is_space[:-1]) if doc[int(i)].text.count("\n") >= 2]
     starts[np.asarray(paragraph_breaks, dtype="int64") + 1] = True
     starts &= ~is_space
+    for run in multiword_tokens(doc[:]):
+        starts[run.start + 1 : run.stop] = False
     words = np.flatnonzero(~is_space)
     starts[: (words[0] if len(words) else len(doc)) + 1] = False
     starts[0] = True

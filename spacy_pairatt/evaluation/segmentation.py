@@ -12,7 +12,7 @@ import numpy as np
 from spacy.language import Language
 from spacy.tokens import Doc
 
-from ..components.segmenter import SENTENCE_START, sentence_starts
+from ..components.segmenter import sentence_starts
 from ..corpora.ud_documents import paragraph_starts, raw_text, read_ud_documents
 from ..parse_files.reading import SourceDoc
 from ..parse_files.writing import conllu_blocks
@@ -78,8 +78,7 @@ def start_probabilities(nlp: Language, name: str, docs: List[Doc], batch_size: i
     for start in range(0, len(docs), batch_size):
         with nlp.select_pipes(enable=before):
             batch = list(nlp.pipe((doc.copy() for doc in docs[start : start + batch_size]), batch_size=batch_size))
-        scores = segmenter.model.predict(batch)
-        probabilities.extend(segmenter.model.ops.to_numpy(doc_scores)[:, SENTENCE_START] for doc_scores in scores)
+        probabilities.extend(segmenter.start_probabilities(batch))
     return probabilities
 
 

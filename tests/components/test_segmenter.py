@@ -57,6 +57,14 @@ def test_a_paragraph_break_starts_a_sentence_and_whitespace_never_does():
     assert always.tolist() == [1, 1, 0, 1, 1, 0, 1]  # whitespace tokens never start one
 
 
+def test_no_sentence_starts_inside_a_multiword_token():
+    nlp = spacy.blank("en")
+    doc = nlp.make_doc("North Korea's leader didn't come")
+    assert [token.text for token in doc] == ["North", "Korea", "'s", "leader", "did", "n't", "come"]
+    starts = sentence_starts(doc, np.ones(len(doc)), threshold=0.5)
+    assert starts.tolist() == [1, 1, 0, 1, 1, 0, 1]  # not at 's or n't, the words UD writes inside Korea's, didn't
+
+
 def test_leading_whitespace_belongs_to_the_first_sentence():
     doc = spacy.blank("en").make_doc("\n\n  Hello world")
     assert doc[0].is_space
@@ -111,6 +119,46 @@ def test_odd_input_gives_whole_sentences_of_words(trained_segmenter, text):
     if "\n\n" in text.strip():
         after_breaks = [t.i + 1 for t in doc[:-1] if t.is_space and t.text.count("\n") >= 2 and t.i > 0]
         assert all(doc[i].is_sent_start for i in after_breaks if not doc[i].is_space)
+
+
+def test_the_threshold_is_on_the_probability_of_a_start_not_the_models_logit(trained_segmenter, dev_docs):
+    """spaCy's Tagger.v2 with normalize = false outputs logits at inference; the threshold of 0.5 must
+    then mean the argmax, and each threshold the softmax probability it names."""
+    segmenter = trained_segmenter.get_pipe("senter")
+    docs = [unannotated(doc) for doc in dev_docs[200:230]]
+    logits = [segmenter.model.ops.to_numpy(scores) for scores in segmenter.model.predict(docs)]
+    assert any((doc_logits < 0).any() or (doc_logits > 1).any() for doc_logits in logits)  # not probabilities
+    probabilities = segmenter.start_probabilities(docs)
+    for doc_logits, doc_probabilities in zip(logits, probabilities):
+        np.testing.assert_allclose(doc_probabilities, 1 / (1 + np.exp(doc_logits[:, 0] - doc_logits[:, 1])), rtol=1e-4)
+    original = segmenter.threshold
+    try:
+        for threshold in (0.3, 0.5, 0.7):
+            segmenter.threshold = threshold
+            for doc, labels, doc_logits in zip(docs, segmenter.predict(docs), logits):
+                # Words (no whitespace around them) after the first: the model's call alone.
+                words = [t.i for t in doc if t.i > 1 and not t.is_space and not doc[t.i - 1].is_space]
+                expected = 1 / (1 + np.exp(doc_logits[words, 0] - doc_logits[words, 1])) >= threshold
+                assert labels[words].astype(bool).tolist() == expected.tolist()
+                if threshold == 0.5:
+                    assert expected.tolist() == (doc_logits[words, 1] > doc_logits[words, 0]).tolist()
+    finally:
+        segmenter.threshold = original
+
+
+def test_a_model_that_outputs_probabilities_is_read_as_it_is(dev_docs):
+    nlp = spacy.blank("en", vocab=dev_docs[0].vocab)
+    model = {**small_segmenter_model(width=16, rows=(100, 50)), "normalize": True}
+    segmenter = nlp.add_pipe("pairatt_segmenter", config={"model": model})
+    examples = [Example(unannotated(d), d) for d in dev_docs[:10]]
+    nlp.initialize(lambda: examples)
+    randomise = np.random.default_rng(0)
+    output_layer = segmenter.model.get_ref("output_layer")
+    output_layer.set_param("W", randomise.normal(size=output_layer.get_param("W").shape).astype("f"))
+    docs = [unannotated(d) for d in dev_docs[10:13]]
+    for scores, probabilities in zip(segmenter.model.predict(docs), segmenter.start_probabilities(docs)):
+        np.testing.assert_allclose(probabilities, segmenter.model.ops.to_numpy(scores)[:, 1])
+        assert ((probabilities >= 0) & (probabilities <= 1)).all()
 
 
 def test_sentence_starts_a_user_set_are_kept(trained_segmenter):
