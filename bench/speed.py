@@ -14,6 +14,9 @@ config bounds the process's heap as `spacy train` does (`integration/memory.py`)
 everything timed after it.
 MST: the time spent in `decode_batch` while (b) parses the test set, measured by wrapping it,
 as a share of (b)'s total time and of the parser component's own time; plus a cProfile summary.
+Threads (CPU only): the transformer's and the parser's seconds per pass, batch by batch, with one
+torch thread and with the machine's default, interleaved; what b/a would be from those times. The
+transformer's large matmuls scale with threads and the parser's many small operations much less.
 
     python bench/speed.py --output results/bench_speed.json
     python bench/speed.py --pairatt-model training/pairatt/model-best \
@@ -191,6 +194,36 @@ def decoding_share(pairatt, docs, batch_size: int) -> Dict:
     }
 
 
+def thread_scaling(pairatt, docs, batch_size: int, repeats: int) -> Dict:
+    """Median seconds of the transformer and of the parser (predict and set_annotations) over `docs`,
+    at one torch thread and at the default count, and transformer / (transformer + parser) for each."""
+    default = torch.get_num_threads()
+    transformer, parser = pairatt.get_pipe("transformer"), pairatt.get_pipe("pairatt_parser")
+    seconds: Dict[int, Dict[str, List[float]]] = {n: {"transformer": [], "parser": []} for n in sorted({1, default})}
+    try:
+        for _ in range(repeats):
+            for threads, timings in seconds.items():
+                torch.set_num_threads(threads)
+                fresh = unannotated(docs, pairatt.vocab)
+                spent = {"transformer": 0.0, "parser": 0.0}
+                for start in range(0, len(fresh), batch_size):
+                    began = time.perf_counter()
+                    batch = list(transformer.pipe(fresh[start : start + batch_size], batch_size=batch_size))
+                    middle = time.perf_counter()
+                    parser.set_annotations(batch, parser.predict(batch))
+                    spent["transformer"] += middle - began
+                    spent["parser"] += time.perf_counter() - middle
+                for part, value in spent.items():
+                    timings[part].append(round(value, 3))
+    finally:
+        torch.set_num_threads(default)
+    result = {}
+    for threads, timings in seconds.items():
+        a, b = statistics.median(timings["transformer"]), statistics.median(timings["parser"])
+        result[str(threads)] = {**timings, "ratio_b_over_a": round(a / (a + b), 3)}
+    return result
+
+
 PROFILE_PARTS = {
     "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
     "windows in buckets (features.window_batch)": ("spacy_pairatt/integration/features.py", "window_batch"),
@@ -256,6 +289,7 @@ def main() -> None:
     )
     docs = load_docs(Path(args.test), pairatt, args.limit)
     inference_speed = inference(pairatt, transition, transition_batched, docs, args.repeats, args.batch_size)
+    threads = None if args.gpu_id >= 0 else thread_scaling(pairatt, docs, args.batch_size, 3)
     decoding = decoding_share(pairatt, docs, args.batch_size)
     profile = profile_summary(pairatt, docs, args.batch_size)
     # Last: the tagger's config bounds the heap for the rest of the process, as training does.
@@ -276,6 +310,8 @@ def main() -> None:
         "decoding": decoding,
         "profile": profile,
     }
+    if threads is not None:
+        result["threads"] = threads
     if torch.cuda.is_available() and args.gpu_id >= 0:
         result["machine"]["gpu_peak_allocated_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     result["provenance"] = provenance(seed=0)

@@ -7,8 +7,8 @@ bench_robustness.json, with the issues' targets and whether each is met.
 import argparse
 import json
 from pathlib import Path
-from statistics import mean
-from typing import Dict, List
+from statistics import mean, median
+from typing import Dict, List, Optional
 
 from spacy_pairatt.reporting.tables import (
     HEAP_SPEED_BAR,
@@ -87,6 +87,7 @@ def speed_lines(speed: Dict) -> List[str]:
         f"({decoding['seconds_decoding']:.2f} s of {decoding['seconds_pipeline']:.1f} s and of "
         f"{decoding['seconds_parser_component']:.2f} s) | "
         f"{verdict(decoding['share_of_pipeline'] < 0.03)} |",
+        *thread_lines(speed.get("threads")),
         "",
         "Profile of (b) over the test set (cProfile, cumulative seconds):",
         "",
@@ -96,6 +97,24 @@ def speed_lines(speed: Dict) -> List[str]:
     for stage, seconds in speed["profile"]["seconds_cumulative"].items():
         lines.append(f"| {stage} | {seconds:.2f} |")
     lines.append(f"| total | {speed['profile']['seconds_total']:.2f} |")
+    return lines
+
+
+def thread_lines(threads: Optional[Dict]) -> List[str]:
+    """The thread-scaling table of bench/speed.py (runs made before it, and GPU runs, have none)."""
+    if not threads:
+        return []
+    lines = [
+        "",
+        "Transformer and parser timed apart, batch by batch (median seconds of 3 interleaved passes over the",
+        "test set; b/a from those times):",
+        "",
+        "| torch threads | transformer (s) | parser (s) | b/a |",
+        "|---|---|---|---|",
+    ]
+    for count, run in threads.items():
+        transformer, parser = (median(run[part]) for part in ("transformer", "parser"))
+        lines.append(f"| {count} | {transformer:.2f} | {parser:.2f} | {run['ratio_b_over_a']:.3f} |")
     return lines
 
 
