@@ -1,0 +1,34 @@
+"""bench/table.py's speed section: the thread-scaling table bench/speed.py records on a CPU."""
+
+import json
+
+import pytest
+
+from bench.table import speed_lines, thread_lines
+from tests.conftest import REPO
+
+SPEED = REPO / "results" / "bench_speed.json"
+
+
+def test_the_thread_table_gives_each_count_its_median_seconds_and_ratio():
+    threads = {
+        "1": {"transformer": [15.0, 14.0, 16.0], "parser": [2.0, 1.9, 2.1], "ratio_b_over_a": 0.882},
+        "2": {"transformer": [9.0, 8.5, 9.5], "parser": [1.5, 1.4, 1.6], "ratio_b_over_a": 0.857},
+    }
+    lines = thread_lines(threads)
+    assert "| 1 | 15.00 | 2.00 | 0.882 |" in lines and "| 2 | 9.00 | 1.50 | 0.857 |" in lines
+    assert thread_lines(None) == [] and thread_lines({}) == []
+
+
+def test_the_published_speed_section_shows_the_threads_when_measured():
+    if not SPEED.exists():
+        pytest.skip("no bench-speed results in this checkout")
+    speed = json.loads(SPEED.read_text(encoding="utf8"))
+    lines = speed_lines(speed)
+    if "threads" not in speed:
+        assert not any(line.startswith("| torch threads |") for line in lines)
+        return
+    for count, run in speed["threads"].items():
+        assert any(
+            line.startswith(f"| {count} |") and line.endswith(f"| {run['ratio_b_over_a']:.3f} |") for line in lines
+        )
