@@ -36,13 +36,20 @@ def pipeline_device(pytestconfig):
     return gpu_id
 
 
+# What the stop-signal tests send, and the disposition the commands they start must inherit.
+STOP_SIGNAL_DEFAULTS = {signal.SIGHUP: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+
+
 @pytest.fixture(scope="session", autouse=True)
-def hangup_as_default():
-    """The stop-signal tests send SIGHUP to the commands they start. Under `nohup` the suite would
-    inherit SIGHUP ignored and pass it on, and those commands would rightly ignore it."""
-    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+def stop_signals_as_default():
+    """The stop-signal tests send SIGHUP and SIGINT to the commands they start. Under `nohup` the
+    suite would inherit SIGHUP ignored, and started in the background by a non-interactive shell
+    (`cmd &`) SIGINT ignored, and pass them on: those commands would rightly ignore them. A Python
+    handler (SIGINT's KeyboardInterrupt) is reset to the default in a started command."""
+    previous = {number: signal.signal(number, disposition) for number, disposition in STOP_SIGNAL_DEFAULTS.items()}
     yield
-    signal.signal(signal.SIGHUP, previous)
+    for number, disposition in previous.items():
+        signal.signal(number, disposition)
 
 
 # The tiny encoders' shape: 2 layers x 4 heads, hidden 32 (8 attention maps).
