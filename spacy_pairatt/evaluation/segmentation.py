@@ -45,7 +45,7 @@ def threshold_sweep(nlp: Language, gold_path: str, thresholds: Sequence[float], 
     paragraphs = paragraph_starts(read_ud_documents(lines))
     gold = load_conllu(gold_path)
     docs = [source_doc(nlp, number, text) for number, text in enumerate(texts, 1)]
-    probabilities = start_probabilities(nlp, name, docs, batch_size)
+    probabilities = pipeline_start_probabilities(nlp, name, docs, batch_size)
     segmenter = nlp.get_pipe(name)
     rows = []
     for threshold in thresholds:
@@ -69,7 +69,7 @@ def threshold_sweep(nlp: Language, gold_path: str, thresholds: Sequence[float], 
     return {"gold": gold_path, "rows": rows, "best": best["threshold"]}
 
 
-def start_probabilities(nlp: Language, name: str, docs: List[Doc], batch_size: int) -> List[np.ndarray]:
+def pipeline_start_probabilities(nlp: Language, name: str, docs: List[Doc], batch_size: int) -> List[np.ndarray]:
     """The segmenter `name`'s probability of a sentence start for each token of each Doc, after the
     components before it (a transformer it listens to) ran on a copy, batch by batch."""
     segmenter = nlp.get_pipe(name)
