@@ -1,4 +1,5 @@
-"""The en_pairatt wheel: assembled, built by `spacy package`, installed offline into a fresh venv, loaded by name."""
+"""A pipeline wheel as `package` builds en_pairatt: assembled, built by `spacy package`, installed offline into a
+fresh venv, loaded by name."""
 
 import json
 import os
@@ -16,20 +17,24 @@ from spacy_pairatt.integration.scoring import sentence_is_one_tree
 from spacy_pairatt.packaging.shipped_pipeline import package_requirements
 from tests.conftest import REPO, examples_from_docs, make_pipeline
 
+# Not en_pairatt: a user who ran the main job has en_pairatt installed, the venv sees it, and pip would find the
+# wheel's name and version already satisfied there and install nothing into the venv.
+PACKAGE_NAME = "pairatt_wheel_test"
+PACKAGE = f"en_{PACKAGE_NAME}"
 TEXT = "The parser reads the attention between words. It builds one tree per sentence!"
-# Run by the venv's python: where en_pairatt was imported from, its meta.json and model card, the parse, and
+# Run by the venv's python: where the package was imported from, its meta.json and model card, the parse, and
 # the distributions it sees.
 LOAD_AND_PARSE = f"""
 import json
 from importlib.metadata import distributions
 from pathlib import Path
-import spacy, en_pairatt
-nlp = spacy.load("en_pairatt")
+import spacy, {PACKAGE} as package
+nlp = spacy.load({PACKAGE!r})
 doc = nlp({TEXT!r})
 print(json.dumps({{
-    "module": en_pairatt.__file__,
-    "meta": json.loads((Path(en_pairatt.__file__).parent / "meta.json").read_text()),
-    "readme": next(Path(en_pairatt.__file__).parent.glob("en_pairatt-*/README.md")).read_text(),
+    "module": package.__file__,
+    "meta": json.loads((Path(package.__file__).parent / "meta.json").read_text()),
+    "readme": next(Path(package.__file__).parent.glob("{PACKAGE}-*/README.md")).read_text(),
     "heads": [token.head.i for token in doc],
     "sents": [[sent.start, sent.end] for sent in doc.sents],
     "pipe_names": nlp.pipe_names,
@@ -78,7 +83,7 @@ def run(*args, env) -> str:
 
 @pytest.mark.slow
 def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # commands run away from the checkout, which holds no en_pairatt
+    monkeypatch.chdir(tmp_path)  # commands run away from the checkout and its packages/
     encoder = shutil.copytree(tiny_bert_dir, tmp_path / "encoder")
     nlp = make_pipeline(str(encoder))
     examples = examples_from_docs(nlp, ud_train_docs[:20])
@@ -107,9 +112,9 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
     assemble_args = ["--accuracy", tmp_path / "scores.json", "--version", "0.1.0", "--notes", tmp_path / "notes.md"]
     run(sys.executable, "-m", "spacy_pairatt", "assemble", tmp_path / "model", shipped, *assemble_args, env=env)
     packages.mkdir()
-    package_args = ["--name", "pairatt", "--version", "0.1.0", "--build", "wheel"]
+    package_args = ["--name", PACKAGE_NAME, "--version", "0.1.0", "--build", "wheel"]
     run(sys.executable, "-m", "spacy", "package", shipped, packages, *package_args, env=env)
-    (wheel,) = (packages / "en_pairatt-0.1.0" / "dist").glob("*.whl")
+    (wheel,) = (packages / f"{PACKAGE}-0.1.0" / "dist").glob("*.whl")
 
     # The venv sees the running interpreter's packages (spaCy, torch, spacy_pairatt; a virtualenv's, a conda
     # env's or the system's): there is no network to install them from, and torch alone is several hundred MB.
