@@ -145,7 +145,8 @@ def borrowed_wordpieces(doc: Doc, lengths: np.ndarray, positions: np.ndarray) ->
     `n't` share `don`. Whitespace tokens keep none (they are no words). Only a Doc where no token
     has a wordpiece leaves them without, for the scorer's learned placeholder (PairIndicators).
     """
-    wordless = [token.i for token in doc if lengths[token.i] == 0 and not token.is_space]
+    empty = np.flatnonzero(lengths == 0)  # tested first: a Doc's tokens are read only where some own nothing
+    wordless = [int(i) for i in empty if not doc[int(i)].is_space]
     donors = np.flatnonzero(lengths)
     if not wordless or not len(donors):
         return lengths, positions

@@ -232,9 +232,12 @@ class BiaffinePairScorer(nn.Module):
             arc = arc + self.attention(attention, slice(0, 1), kept)[..., 0]
         return arc, (label_vectors, attention, kept, missing, unshared)
 
-    def _label_bilinear(self, dependent_vectors: torch.Tensor, head_vectors: torch.Tensor, head_of: torch.Tensor):
-        """(R, K) d_r @ U_k @ h_r for R (dependent, head) rows, with the head vectors given once per
-        distinct head: row r's is head_vectors[head_of[r]].
+    def _dependent_label_terms(
+        self, dependent_vectors: torch.Tensor, head_vectors: torch.Tensor, head_of: torch.Tensor
+    ):
+        """(R, K) d_r @ (U_k @ h_r + w_k) for R (dependent, head) rows, with the head vectors given once
+        per distinct head: row r's is head_vectors[head_of[r]]. w_k d (`label_dependent`) rides along
+        as the bias of U @ h: no matmul of its own over the rows.
 
         U_k @ h costs K x E x E per head and the product with d only K x E per row; in a tree about
         half the words head none of the others, so U @ h is computed once per head, and each head's
@@ -246,7 +249,9 @@ class BiaffinePairScorer(nn.Module):
         n_labels, width, _ = self.label_bilinear.shape
         if len(head_of) == 0:
             return dependent_vectors.new_zeros(0, n_labels)
-        right = nn.functional.linear(head_vectors, self.label_bilinear.view(n_labels * width, width))  # (H, K*E)
+        right = nn.functional.linear(
+            head_vectors, self.label_bilinear.view(n_labels * width, width), self.label_dependent.weight.view(-1)
+        )  # (H, K*E)
         n_dependents = torch.bincount(head_of, minlength=len(head_vectors))
         order = torch.argsort(head_of, stable=True)
         slot = torch.empty_like(head_of)
@@ -276,8 +281,7 @@ class BiaffinePairScorer(nn.Module):
             dependent_vectors = as_dependent[sentence, unit]
             labels = (
                 labels
-                + self._label_bilinear(dependent_vectors, head_vectors, head_of)
-                + self.label_dependent(dependent_vectors)
+                + self._dependent_label_terms(dependent_vectors, head_vectors, head_of)
                 + self.label_head(head_vectors)[head_of]
             )
         indicators = self.indicators
