@@ -5,6 +5,7 @@ end of the shipped model card (`python -m docs_build --model-card`, for `assembl
 import ast
 import re
 from pathlib import Path
+from statistics import median
 from typing import List, Optional
 
 from spacy_pairatt.reporting.tables import (
@@ -47,7 +48,23 @@ def speed(results: Results, ud_pipeline: bool = True) -> str:
     weights = BENCH_WEIGHTS.get(frozenset(name for name, path in found["models"].items() if path), "trained pipelines")
     inference, threads = found["inference"], found["machine"].get("torch_threads", "?")
     c, stale = 1 / inference["ratio_b_over_c_wordpiece_batched"], stale_bench(results, "speed")
-    return PROSE("speed", weights=weights, threads=threads, stale=stale, inference=inference, c=c)
+    paired = inference.get("paired_ratios_over_a", {}).get("b_pairatt")  # runs before them have none
+    spread = PROSE("speed-spread", lowest=min(paired), highest=max(paired)) if paired else ""
+    timed_apart = found.get("threads", {}).get(str(threads))  # bench/speed.py's thread_scaling, at these threads
+    apart = ""
+    if timed_apart:
+        transformer, parser = (median(timed_apart[part]) for part in ("transformer", "parser"))
+        apart = PROSE("speed-apart", transformer=transformer, parser=parser, ratio=timed_apart["ratio_b_over_a"])
+    return PROSE(
+        "speed",
+        weights=weights,
+        threads=threads,
+        stale=stale,
+        inference=inference,
+        c=c,
+        spread=spread,
+        apart=apart,
+    )
 
 
 def attention_memory(results: Results, ud_pipeline: bool = True) -> str:

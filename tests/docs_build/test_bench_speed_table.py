@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from bench.table import speed_lines, thread_lines
+from bench.table import b_over_a_row, speed_lines, thread_lines
 from tests.conftest import REPO
 
 SPEED = REPO / "results" / "bench_speed.json"
@@ -18,6 +18,16 @@ def test_the_thread_table_gives_each_count_its_median_seconds_and_ratio():
     lines = thread_lines(threads)
     assert "| 1 | 15.00 | 2.00 | 0.882 |" in lines and "| 2 | 9.00 | 1.50 | 0.857 |" in lines
     assert thread_lines(None) == [] and thread_lines({}) == []
+
+
+def test_the_b_over_a_target_is_met_only_when_the_times_taken_apart_agree():
+    """A noisy machine can lift the pipelines' medians over 0.90 while the transformer's and the parser's own times
+    on the same batches say otherwise: the row shows both and the lower one decides."""
+    inference = {"ratio_b_over_a": 0.902, "paired_ratios_over_a": {"b_pairatt": [0.87, 0.93, 1.06]}}
+    row = b_over_a_row(inference, {"ratio_b_over_a": 0.861})
+    assert "0.902 (pipelines; paired repeats 0.87 to 1.06); 0.861 timed apart" in row and row.endswith("**not met** |")
+    assert b_over_a_row(inference, {"ratio_b_over_a": 0.905}).endswith("| met |")
+    assert b_over_a_row({"ratio_b_over_a": 0.88}, None) == "| b/a ≥ 0.90 (confidence arcs, the default) | 0.880 | **not met** |"
 
 
 def test_the_published_speed_section_shows_the_threads_when_measured():
