@@ -43,6 +43,7 @@ from spacy_pairatt.core.decoding import decode_batch
 from spacy_pairatt.layers.fused_attention import FUSED_CLASSES
 from spacy_pairatt.reporting.json_files import write_json
 from spacy_pairatt.reporting.provenance import provenance
+from spacy_pairatt.reporting.tables import timed_apart_seconds
 
 
 def words_per_second(run: Callable[[List], None], docs: List, n_words: int, vocab) -> float:
@@ -219,7 +220,7 @@ def thread_scaling(pairatt, docs, batch_size: int, repeats: int) -> Dict:
         torch.set_num_threads(default)
     result = {}
     for threads, timings in seconds.items():
-        a, b = statistics.median(timings["transformer"]), statistics.median(timings["parser"])
+        a, b = timed_apart_seconds(timings)
         result[str(threads)] = {**timings, "ratio_b_over_a": round(a / (a + b), 3)}
     return result
 

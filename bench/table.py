@@ -7,7 +7,7 @@ bench_robustness.json, with the issues' targets and whether each is met.
 import argparse
 import json
 from pathlib import Path
-from statistics import mean, median
+from statistics import mean
 from typing import Dict, List, Optional
 
 from spacy_pairatt.reporting.tables import (
@@ -16,6 +16,7 @@ from spacy_pairatt.reporting.tables import (
     heap_growth_within_bars,
     heap_release_setting,
     jemalloc_release_setting,
+    timed_apart_seconds,
 )
 
 
@@ -127,7 +128,7 @@ def thread_lines(threads: Optional[Dict]) -> List[str]:
         "|---|---|---|---|",
     ]
     for count, run in threads.items():
-        transformer, parser = (median(run[part]) for part in ("transformer", "parser"))
+        transformer, parser = timed_apart_seconds(run)
         lines.append(f"| {count} | {transformer:.2f} | {parser:.2f} | {run['ratio_b_over_a']:.3f} |")
     return lines
 

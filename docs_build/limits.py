@@ -5,7 +5,6 @@ end of the shipped model card (`python -m docs_build --model-card`, for `assembl
 import ast
 import re
 from pathlib import Path
-from statistics import median
 from typing import List, Optional
 
 from spacy_pairatt.reporting.tables import (
@@ -14,6 +13,7 @@ from spacy_pairatt.reporting.tables import (
     heap_growth_within_bars,
     heap_release_setting,
     jemalloc_release_setting,
+    timed_apart_seconds,
 )
 from spacy_pairatt.study.attention_curve_table import sentences
 
@@ -53,7 +53,7 @@ def speed(results: Results, ud_pipeline: bool = True) -> str:
     timed_apart = found.get("threads", {}).get(str(threads))  # bench/speed.py's thread_scaling, at these threads
     apart = ""
     if timed_apart:
-        transformer, parser = (median(timed_apart[part]) for part in ("transformer", "parser"))
+        transformer, parser = timed_apart_seconds(timed_apart)
         apart = PROSE("speed-apart", transformer=transformer, parser=parser, ratio=timed_apart["ratio_b_over_a"])
     return PROSE(
         "speed",

@@ -5,6 +5,7 @@ A neutral module: it imports neither spaCy, torch nor numba, so that the command
 write text (the checkout's `python -m docs_build --check`) stay light.
 """
 
+from statistics import median
 from typing import Dict, List, Optional, Tuple
 
 from .json_files import json_text, write_json
@@ -125,6 +126,11 @@ def tokenizer_tables(result: Dict) -> str:
 HEAP_GROWTH_BARS = ((20_000, 0.10), (float("inf"), 0.15))
 HEAP_LONG_STREAM = 20_000
 HEAP_SPEED_BAR = 0.03
+
+
+def timed_apart_seconds(run: Dict) -> Tuple[float, float]:
+    """(transformer, parser) median seconds of one thread count of bench/speed.py's `thread_scaling`."""
+    return median(run["transformer"]), median(run["parser"])
 
 
 def heap_growth_targets() -> str:
