@@ -21,9 +21,7 @@ def main(argv=None) -> None:
     from .plan import doc_files, regenerate
 
     if not args.model_card and not doc_files(root):
-        raise SystemExit(
-            f"{PROG}: error: no README.md or docs/*.md under {root.resolve()}: pass the checkout as --root"
-        )
+        raise SystemExit(f"{PROG}: error: no README.md or docs/*.md in {root.resolve()}: pass the checkout as --root")
     try:
         if args.model_card:
             write_text(args.model_card, model_card_notes(root, ud_pipeline=not args.parser_only))

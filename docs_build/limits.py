@@ -47,24 +47,13 @@ def speed(results: Results, ud_pipeline: bool = True) -> str:
         return PROSE("speed-not-measured")
     weights = BENCH_WEIGHTS.get(frozenset(name for name, path in found["models"].items() if path), "trained pipelines")
     inference, threads = found["inference"], found["machine"].get("torch_threads", "?")
-    c, stale = 1 / inference["ratio_b_over_c_wordpiece_batched"], stale_bench(results, "speed")
     paired = inference.get("paired_ratios_over_a", {}).get("b_pairatt")  # runs before them have none
     spread = PROSE("speed-spread", lowest=min(paired), highest=max(paired)) if paired else ""
-    timed_apart = found.get("threads", {}).get(str(threads))  # bench/speed.py's thread_scaling, at these threads
-    apart = ""
-    if timed_apart:
-        transformer, parser = timed_apart_seconds(timed_apart)
-        apart = PROSE("speed-apart", transformer=transformer, parser=parser, ratio=timed_apart["ratio_b_over_a"])
-    return PROSE(
-        "speed",
-        weights=weights,
-        threads=threads,
-        stale=stale,
-        inference=inference,
-        c=c,
-        spread=spread,
-        apart=apart,
-    )
+    scaling = found.get("threads", {}).get(str(threads))  # bench/speed.py's thread_scaling, at these threads
+    apart = scaling and PROSE("speed-apart", seconds=timed_apart_seconds(scaling), ratio=scaling["ratio_b_over_a"])
+    c, stale = 1 / inference["ratio_b_over_c_wordpiece_batched"], stale_bench(results, "speed")
+    figures = dict(weights=weights, threads=threads, stale=stale, inference=inference, c=c)
+    return PROSE("speed", **figures, spread=spread, apart=apart or "")
 
 
 def attention_memory(results: Results, ud_pipeline: bool = True) -> str:
@@ -107,14 +96,12 @@ def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
 
 
 def max_unsegmented_tokens(results: Results, ud_pipeline: bool = True) -> str:
-    """features.MAX_UNSEGMENTED_TOKENS, read from the package's source: the module that holds it imports spaCy."""
-    import spacy_pairatt
-
-    for path in sorted(Path(spacy_pairatt.__file__).parent.rglob("*.py")):
-        found = re.search(r"^MAX_UNSEGMENTED_TOKENS(?:: \w+)? = ([^#\n]+)", path.read_text(encoding="utf8"), re.M)
-        if found:
-            return f"{ast.literal_eval(found[1].strip()):,}"
-    raise ValueError("no `MAX_UNSEGMENTED_TOKENS = ...` in spacy_pairatt")
+    """features.MAX_UNSEGMENTED_TOKENS, read from its module's source: the module imports spaCy."""
+    source = Path(__file__).parents[1] / "spacy_pairatt" / "integration" / "features.py"
+    found = re.search(r"^MAX_UNSEGMENTED_TOKENS(?:: \w+)? = ([^#\n]+)", source.read_text(encoding="utf8"), re.M)
+    if not found:
+        raise ValueError(f"no `MAX_UNSEGMENTED_TOKENS = ...` in {source}")
+    return f"{ast.literal_eval(found[1].strip()):,}"
 
 
 def segmenter(results: Results, ud_pipeline: bool = True) -> str:

@@ -90,10 +90,9 @@ class Results:
 
     def committed(self, path: str) -> Optional[str]:
         """The date of the last commit that changed `path` (None without git or history)."""
+        command = ["git", "-C", str(self.root), "log", "-1", "--format=%cI", "--", path]
         try:
-            done = subprocess.run(
-                ["git", "-C", str(self.root), "log", "-1", "--format=%cI", "--", path], capture_output=True, text=True
-            )
+            done = subprocess.run(command, capture_output=True, text=True)
         except OSError:
             return None
         return done.stdout.strip() or None
@@ -120,9 +119,8 @@ def source_note(results: Results, sources: Sources, command: str) -> str:
         change = max((m.stale_since() for m in stale), key=lambda c: c.date)
         which = f" ({file_list(stale)})" if len(stale) <= 4 else f" ({len(stale)} of the {len(made)} files)"
         which = which if len(stale) < len(made) else ""
-        text += (
-            f" **Stale**{which}: made before {change.what} ({change.date[:10]}, {change.commit}); re-run: `{command}`."
-        )
+        when = f"{change.date[:10]}, {change.commit}"
+        text += f" **Stale**{which}: made before {change.what} ({when}); re-run: `{command}`."
     return f"*{text}*\n"
 
 

@@ -342,7 +342,7 @@ def test_the_check_runs_as_a_module_and_imports_neither_spacy_torch_numba_nor_th
 
 
 def test_without_docs_under_root_the_command_says_so_in_one_line(tmp_path):
-    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: no README.md or docs/\*.md under .*: pass"):
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: no README.md or docs/\*.md in .*: pass"):
         main(["--root", str(tmp_path)])
 
 
