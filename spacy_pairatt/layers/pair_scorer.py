@@ -66,15 +66,18 @@ def build_biaffine_pair_scorer(
     arc_width: int = 256,
     label_width: int = 128,
     dropout: float = 0.1,
+    label_attention: bool = True,
 ) -> Model[PairBatch, ArcScores]:
     """ArcScores: Dozat & Manning's arc and label scorer with the attention terms added; the arcs
     scored at once, the labels of given arcs on demand. Dimensions as `PaperPairScorer.v1`.
+    label_attention false (with use_attention true): attention in the arc scores only, the labels
+    from the hidden states alone; reading the attention at every decoded arc is a tenth of a parse.
     """
     from ..integration.validation import check_settings
 
     check_settings("spacy-pairatt.BiaffinePairScorer.v1", arc_width=arc_width, label_width=label_width, dropout=dropout)
-    widths = {"arc_width": arc_width, "label_width": label_width}
-    return _scorer_model("biaffine", use_embeddings, use_attention, dropout, widths)
+    settings = {"arc_width": arc_width, "label_width": label_width, "label_attention": label_attention}
+    return _scorer_model("biaffine", use_embeddings, use_attention, dropout, settings)
 
 
 @registry.architectures("spacy-pairatt.PairScorer.v1")
@@ -118,7 +121,7 @@ def build_relation_scorer(
     return _scorer_model("relation", use_embeddings, use_attention, dropout, {"hidden_width": hidden_width})
 
 
-def _scorer_model(mode: str, use_embeddings: bool, use_attention: bool, dropout: float, widths: dict) -> Model:
+def _scorer_model(mode: str, use_embeddings: bool, use_attention: bool, dropout: float, settings: dict) -> Model:
     if not (use_embeddings or use_attention):
         raise ValueError("A pair scorer needs use_embeddings or use_attention (or both) to be true")
     return Model(
@@ -127,7 +130,7 @@ def _scorer_model(mode: str, use_embeddings: bool, use_attention: bool, dropout:
         init=init,
         dims={"nI": None, "nA": None, "nO": None},
         attrs={"mode": mode, "use_embeddings": use_embeddings, "use_attention": use_attention, "dropout": dropout}
-        | widths,
+        | settings,
     )
 
 
@@ -150,7 +153,8 @@ def init(model: Model, X=None, Y=None) -> None:
     elif attrs["mode"] == "relation":
         module = RelationPairScorer(**common, hidden_width=attrs["hidden_width"])
     else:
-        module = BiaffinePairScorer(**common, arc_width=attrs["arc_width"], label_width=attrs["label_width"])
+        widths = {"arc_width": attrs["arc_width"], "label_width": attrs["label_width"]}
+        module = BiaffinePairScorer(**common, **widths, label_attention=attrs.get("label_attention", True))
     pooled = PooledPairScorer(module, use_attention=attrs["use_attention"])
     model._layers.append(PyTorchWrapper_v2(pooled, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
 

@@ -157,7 +157,8 @@ class BiaffinePairScorer(nn.Module):
     per unit, N instead of N x N pairs per sentence: the gold arcs in training (the loss reads
     labels nowhere else), the decoded arcs at inference. A label score is
     label_bias + d @ U_k @ h + w_k d + v_k h + the indicator and attention terms, with d, h the
-    label projections of the dependent and the head.
+    label projections of the dependent and the head; without `label_attention` the attention
+    terms are the arcs' alone.
     """
 
     def __init__(
@@ -170,13 +171,16 @@ class BiaffinePairScorer(nn.Module):
         dropout: float,
         arc_width: int,
         label_width: int,
+        label_attention: bool = True,
     ):
         super().__init__()
         n_out = 1 + n_labels
         self.n_labels = n_labels
         self.indicators = PairIndicators(n_out)
         self.label_bias = nn.Parameter(torch.zeros(n_labels))
-        self.attention = PairAttention(n_attention, n_out, dropout) if use_attention else None
+        # Channel 0 the arc, 1..K the labels; the arc's alone without label_attention.
+        self.attention = PairAttention(n_attention, n_out if label_attention else 1, dropout) if use_attention else None
+        self.label_attention = use_attention and label_attention
         self.use_embeddings = use_embeddings
         if use_embeddings:
             self.dropout = nn.Dropout(dropout)
@@ -291,7 +295,7 @@ class BiaffinePairScorer(nn.Module):
             + missing[sentence, head, None] * indicators.missing_head[1:]
             + unshared[sentence, unit, head, None] * indicators.unshared[1:]
         )
-        if self.attention is not None:
+        if self.label_attention:
             labels = (
                 labels + self.attention.at_pairs(attention, heads.clamp(min=0), slice(1, None), kept)[sentence, unit]
             )

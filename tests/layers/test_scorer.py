@@ -354,6 +354,25 @@ def test_arc_and_label_terms_drop_the_same_attention_maps():
     assert 0 < int(kept[0].sum()) < 32
 
 
+def test_without_label_attention_the_attention_moves_the_arcs_and_not_the_labels():
+    """label_attention false: one attention channel (the arc's); the label scores read the hidden states only."""
+    torch.manual_seed(0)
+    module = BiaffinePairScorer(5, 6, 3, True, True, 0.0, arc_width=4, label_width=2, label_attention=False).eval()
+    for parameter in module.parameters():
+        torch.nn.init.normal_(parameter)
+    assert module.attention.forward_map.shape == (1, 6)
+    hidden, attention, missing, unshared = random_inputs()
+    other = WordAttention.from_dense(torch.rand(2, 6, 4, 4, generator=torch.Generator().manual_seed(1)))
+    heads = torch.tensor([[-1, 0, 1, 1], [2, 0, -1, 2]])
+    arcs, labels = {}, {}
+    for name, maps in (("given", attention), ("other", other)):
+        arcs[name], state = module(hidden, maps, missing, unshared)
+        labels[name] = module.label_scores_at(state, heads)
+    assert not torch.allclose(arcs["given"], arcs["other"])
+    torch.testing.assert_close(labels["given"], labels["other"])
+    assert int((labels["given"].abs().sum(-1) > 0).sum()) == 6  # every unit with a head is scored
+
+
 def test_attention_dropout_drops_whole_maps_and_keeps_the_expectation():
     """Training drops whole (layer, head) maps per sentence, scaled by 1 / (1 - p); inference keeps all."""
     torch.manual_seed(0)
