@@ -101,9 +101,7 @@ def build_pair_scorer(
         warn_renamed("spacy-pairatt.PairScorer.v1 (mode paper)", "spacy-pairatt.PaperPairScorer.v1")
         return _scorer_model("paper", use_embeddings, use_attention, dropout, {})
     warn_renamed("spacy-pairatt.PairScorer.v1 (mode biaffine)", "spacy-pairatt.BiaffinePairScorer.v1")
-    return _scorer_model(
-        "biaffine", use_embeddings, use_attention, dropout, {"arc_width": arc_width, "label_width": label_width}
-    )
+    return build_biaffine_pair_scorer(use_embeddings, use_attention, arc_width, label_width, dropout)
 
 
 @registry.architectures("spacy-pairatt.RelationScorer.v1")
@@ -154,7 +152,7 @@ def init(model: Model, X=None, Y=None) -> None:
         module = RelationPairScorer(**common, hidden_width=attrs["hidden_width"])
     else:
         widths = {"arc_width": attrs["arc_width"], "label_width": attrs["label_width"]}
-        module = BiaffinePairScorer(**common, **widths, label_attention=attrs.get("label_attention", True))
+        module = BiaffinePairScorer(**common, **widths, label_attention=attrs["label_attention"])
     pooled = PooledPairScorer(module, use_attention=attrs["use_attention"])
     model._layers.append(PyTorchWrapper_v2(pooled, convert_inputs=_batch_to_torch, convert_outputs=_scores_to_xp))
 
