@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 from statistics import mean
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from spacy_pairatt.reporting.tables import (
     HEAP_SPEED_BAR,
@@ -16,6 +16,7 @@ from spacy_pairatt.reporting.tables import (
     heap_growth_within_bars,
     heap_release_setting,
     jemalloc_release_setting,
+    timed_apart,
     timed_apart_seconds,
 )
 
@@ -37,18 +38,18 @@ def growth_text(runs: List[Dict]) -> str:
     )
 
 
-def b_over_a_row(inference: Dict, timed_apart: Optional[Dict]) -> str:
+def b_over_a_row(inference: Dict, apart: Optional[Tuple[float, float, float]]) -> str:
     """The b/a target's row: the pipelines' medians with their paired repeats' range and, where the run timed the
-    transformer and the parser apart at its own thread count (`thread_scaling`), that ratio too, which the
-    machine's drift moves far less. Met only if both reach 0.90."""
+    transformer and the parser apart (`timed_apart`), that ratio too, which the machine's drift moves far less.
+    Met only if both reach 0.90."""
     ratio, paired = inference["ratio_b_over_a"], inference.get("paired_ratios_over_a", {}).get("b_pairatt")
     measured = f"{ratio:.3f}" + (
         f" (pipelines; paired repeats {min(paired):.2f} to {max(paired):.2f})" if paired else ""
     )
     ratios = [ratio]
-    if timed_apart is not None:
-        measured += f"; {timed_apart['ratio_b_over_a']:.3f} timed apart"
-        ratios.append(timed_apart["ratio_b_over_a"])
+    if apart is not None:
+        measured += f"; {apart[2]:.3f} timed apart"
+        ratios.append(apart[2])
     return f"| b/a ≥ 0.90 (confidence arcs, the default) | {measured} | {verdict(min(ratios) >= 0.90)} |"
 
 
@@ -84,7 +85,7 @@ def speed_lines(speed: Dict) -> List[str]:
         "",
         "| target | measured | |",
         "|---|---|---|",
-        b_over_a_row(inference, (speed.get("threads") or {}).get(str(speed["machine"].get("torch_threads")))),
+        b_over_a_row(inference, timed_apart(speed)),
         *(
             [f"| b/a ≥ 0.93 (confidence none) | {none:.3f} | {verdict(none >= 0.93)} |"]
             if (none := inference.get("ratio_b_confidence_none_over_a")) is not None  # GPU runs made before it

@@ -13,7 +13,7 @@ from spacy_pairatt.reporting.tables import (
     heap_growth_within_bars,
     heap_release_setting,
     jemalloc_release_setting,
-    timed_apart_seconds,
+    timed_apart,
 )
 from spacy_pairatt.study.attention_curve_table import sentences
 
@@ -49,11 +49,11 @@ def speed(results: Results, ud_pipeline: bool = True) -> str:
     inference, threads = found["inference"], found["machine"].get("torch_threads", "?")
     paired = inference.get("paired_ratios_over_a", {}).get("b_pairatt")  # runs before them have none
     spread = PROSE("speed-spread", lowest=min(paired), highest=max(paired)) if paired else ""
-    scaling = found.get("threads", {}).get(str(threads))  # bench/speed.py's thread_scaling, at these threads
-    apart = scaling and PROSE("speed-apart", seconds=timed_apart_seconds(scaling), ratio=scaling["ratio_b_over_a"])
+    timed = timed_apart(found)  # (transformer s, parser s, b/a) where the bench timed them apart
+    apart = PROSE("speed-apart", seconds=timed[:2], ratio=timed[2]) if timed else ""
     c, stale = 1 / inference["ratio_b_over_c_wordpiece_batched"], stale_bench(results, "speed")
     figures = dict(weights=weights, threads=threads, stale=stale, inference=inference, c=c)
-    return PROSE("speed", **figures, spread=spread, apart=apart or "")
+    return PROSE("speed", **figures, spread=spread, apart=apart)
 
 
 def attention_memory(results: Results, ud_pipeline: bool = True) -> str:

@@ -133,6 +133,13 @@ def timed_apart_seconds(run: Dict) -> Tuple[float, float]:
     return median(run["transformer"]), median(run["parser"])
 
 
+def timed_apart(speed: Dict) -> Optional[Tuple[float, float, float]]:
+    """(transformer seconds, parser seconds, b/a) of a bench/speed.py result, taken apart by `thread_scaling` at the
+    thread count the rest of the run used; None where that was not measured (GPU runs, files made before it)."""
+    run = (speed.get("threads") or {}).get(str(speed["machine"].get("torch_threads")))
+    return None if run is None else (*timed_apart_seconds(run), run["ratio_b_over_a"])
+
+
 def heap_growth_targets() -> str:
     """HEAP_GROWTH_BARS in words: "+10% up to 20,000 sentences, +15% beyond"."""
     (size, first), (_, beyond) = HEAP_GROWTH_BARS
