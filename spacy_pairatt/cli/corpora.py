@@ -43,11 +43,12 @@ def fetch_errors(args) -> Iterator[None]:
 
 
 def ud_docs(args) -> None:
-    """A CoNLL-U file to a .spacy file of its documents, as the segmenter trains on them."""
+    """A CoNLL-U file to a .spacy file of its documents, as the segmenter trains on them, or of its
+    paragraphs with all their annotation (--paragraphs), as the UD pipeline does."""
     from spacy.tokens import DocBin
     from spacy.vocab import Vocab
 
-    from ..corpora.ud_documents import iter_document_docs, read_ud_documents
+    from ..corpora.ud_documents import annotated_paragraph_docs, iter_document_docs, read_ud_documents
     from ..parse_files.errors import ParseCommandError
     from ..parse_files.files import check_output_is_not_input
     from ..runs.scratch import remove_stale_scratch, scratch_path
@@ -58,12 +59,16 @@ def ud_docs(args) -> None:
         raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {error}") from error
     try:
         with open(args.conllu, encoding="utf8") as file:
-            documents = read_ud_documents(file)
+            text = file.read()
+        documents = read_ud_documents(text.splitlines())
+        if documents and args.paragraphs:
+            docs = DocBin(store_user_data=False, docs=annotated_paragraph_docs(Vocab(), text))
+        else:
+            docs = DocBin(attrs=["SENT_START"], docs=iter_document_docs(Vocab(), documents))
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {args.conllu}: {describe_error(error)}") from error
     if not documents:
         raise SystemExit(f"python -m spacy_pairatt ud-docs: error: {args.conllu} holds no sentences")
-    docs = DocBin(attrs=["SENT_START"], docs=iter_document_docs(Vocab(), documents))
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(output)
@@ -73,7 +78,7 @@ def ud_docs(args) -> None:
         os.replace(staging, output)
     finally:
         staging.unlink(missing_ok=True)
-    print(f"{len(docs)} documents, {sum(len(doc) for doc in documents)} paragraphs -> {args.output}")
+    print(f"{len(documents)} documents, {sum(len(doc) for doc in documents)} paragraphs -> {args.output}")
 
 
 def ptb(args) -> None:
@@ -117,6 +122,11 @@ def add_commands(commands) -> None:
     )
     documents.add_argument("conllu")
     documents.add_argument("output", help=".spacy file to write")
+    documents.add_argument(
+        "--paragraphs",
+        action="store_true",
+        help="a Doc per paragraph with every annotation (the UD pipeline's training Docs), not a Doc per document",
+    )
     documents.set_defaults(func=ud_docs)
     fetch_treebank = commands.add_parser(
         "fetch-ptb", help="NLTK's PTB dependency sample (non-commercial) into a folder (local copy or download)"

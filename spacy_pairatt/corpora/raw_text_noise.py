@@ -16,6 +16,7 @@ from spacy.training import Example
 from spacy.util import registry
 
 from ..integration.validation import check_settings
+from .doc_copies import edited_copy
 
 FINAL_PUNCTUATION = frozenset({".", "!", "?"})
 
@@ -60,11 +61,16 @@ def make_raw_text_noise(
 def noised(
     doc: Doc, rng, drop_final: float, lowercase_start: float, space_change: float, line_break: float = 0.0
 ) -> Doc:
-    """A copy of `doc` (words, spaces and sentence starts only) with the noise applied; rng: the
-    `random` module or a random.Random."""
+    """A copy of `doc` with the noise applied, its annotations carried along (`edited_copy`): a
+    final mark that heads a word is kept. rng: the `random` module or a random.Random. Raises
+    ValueError for line breaks in a parsed Doc, whose trees have no gold for a whitespace token."""
+    if line_break and doc.has_annotation("DEP"):
+        raise ValueError(
+            "raw_text_noise: line_break adds whitespace tokens, which a parsed Doc has no gold head for; "
+            "set line_break = 0 for a corpus with trees"
+        )
     words = [token.text for token in doc]
     spaces = [bool(token.whitespace_) for token in doc]
-    starts = [bool(token.is_sent_start) for token in doc]
     keep = [True] * len(doc)
     sentences = list(doc.sents)
     for number, sentence in enumerate(sentences):
@@ -74,7 +80,7 @@ def noised(
         last = last_word(doc, sentence.start, sentence.end)
         if last is None or words[last] not in FINAL_PUNCTUATION or last == first:
             continue
-        if number < len(sentences) - 1 and rng.random() < drop_final:
+        if number < len(sentences) - 1 and rng.random() < drop_final and not doc[last].n_lefts + doc[last].n_rights:
             keep[last] = False
             spaces[last - 1] = spaces[last - 1] or spaces[last]
         elif rng.random() < space_change:
@@ -82,20 +88,26 @@ def noised(
                 spaces[last - 1] = not spaces[last - 1]
             elif number < len(sentences) - 1:
                 spaces[last] = not spaces[last]
-    new_words: List[str] = []
-    new_spaces: List[bool] = []
-    new_starts: List[bool] = []
-    kept = [i for i in range(len(doc)) if keep[i]]
-    for position, i in enumerate(kept):
-        wrapped = spaces[i] and position + 1 < len(kept) and rng.random() < line_break
-        new_words.append(words[i])
-        new_spaces.append(spaces[i] and not wrapped)
-        new_starts.append(starts[i])
+    copy = edited_copy(doc, words, spaces, keep)
+    return wrapped_lines(copy, rng, line_break) if line_break else copy
+
+
+def wrapped_lines(doc: Doc, rng, line_break: float) -> Doc:
+    """`doc` (words, spaces and sentence starts) with each space between two words made a line
+    break with probability line_break."""
+    words: List[str] = []
+    spaces: List[bool] = []
+    starts: List[bool] = []
+    for token in doc:
+        wrapped = bool(token.whitespace_) and token.i + 1 < len(doc) and rng.random() < line_break
+        words.append(token.text)
+        spaces.append(bool(token.whitespace_) and not wrapped)
+        starts.append(bool(token.is_sent_start))
         if wrapped:
-            new_words.append("\n")
-            new_spaces.append(False)
-            new_starts.append(False)
-    return Doc(doc.vocab, words=new_words, spaces=new_spaces, sent_starts=new_starts)
+            words.append("\n")
+            spaces.append(False)
+            starts.append(False)
+    return Doc(doc.vocab, words=words, spaces=spaces, sent_starts=starts)
 
 
 def last_word(doc: Doc, start: int, end: int):

@@ -2,8 +2,9 @@
 
 UD marks where a document (`# newdoc`) and a paragraph (`# newpar`) begin; raw text shows both as
 line breaks. Two things read this shape: `ud-text`, which writes the text a parser is given (a
-paragraph a line), and `ud-docs`, which writes the segmenter's training Docs (a document each, a
-blank line between its paragraphs), so the segmenter trains on text shaped the way it will arrive.
+paragraph a line), and `ud-docs`, which writes training Docs shaped the way raw text arrives: the
+segmenter's (a document each, a blank line between its paragraphs, sentence starts only) or, with
+--paragraphs, the UD pipeline's (a paragraph each, as `parse` reads it, every annotation kept).
 """
 
 from dataclasses import dataclass, field
@@ -148,3 +149,25 @@ def paragraph_starts(documents: Iterable[Document]) -> List[int]:
             starts.append(count)
             count += len(paragraph)
     return starts
+
+
+def annotated_paragraph_docs(vocab: Vocab, text: str) -> List[Doc]:
+    """A Doc per paragraph of a CoNLL-U file's text, with every annotation spaCy's converter reads
+    (tags, POS, morphology, lemmas, heads, labels, sentence starts) and no space after its last
+    word, the shape `parse` gives a paragraph of raw text. Raises ValueError if the paragraphs
+    count more sentences than spaCy's converter reads."""
+    from spacy.training.converters import conllu_to_docs
+
+    from .doc_copies import edited_copy
+
+    sentences = list(conllu_to_docs(text, n_sents=1, no_print=True))
+    starts = paragraph_starts(read_ud_documents(text.splitlines()))
+    if not starts or starts[-1] >= len(sentences):
+        raise ValueError(f"its paragraphs hold more sentences than the {len(sentences)} spaCy's converter reads")
+    docs = []
+    for start, end in zip(starts, starts[1:] + [len(sentences)]):
+        paragraph = Doc.from_docs(sentences[start:end], ensure_whitespace=True)
+        spaces = [bool(token.whitespace_) for token in paragraph]
+        spaces[-1] = False
+        docs.append(edited_copy(paragraph, [token.text for token in paragraph], spaces, [True] * len(paragraph), vocab))
+    return docs
