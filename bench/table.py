@@ -1,5 +1,5 @@
-"""results/bench.md from bench_speed.json, bench_memory.json, bench_relations_memory.json and
-bench_robustness.json, with the issues' targets and whether each is met.
+"""results/bench.md from bench_speed.json, bench_memory.json, bench_relations_memory.json,
+bench_robustness.json and bench_ud_pipeline_speed.json, with the issues' targets and whether each is met.
 
     python bench/table.py --output results/bench.md
 """
@@ -264,6 +264,34 @@ def robustness_lines(robustness: Dict) -> List[str]:
     ]
 
 
+# The whole UD pipeline may lose at most this share of its words/s to a new segmenter (issue 54).
+SEGMENTER_SPEED_BAR = 0.95
+
+
+def ud_pipeline_speed_lines(speed: Dict) -> List[str]:
+    """Each whole UD pipeline's words/s on raw text, and its ratio to the first (the reference)."""
+    reference = next(iter(speed["words_per_second"]))
+    lines = [
+        "## The whole UD pipeline on raw text (`python bench/ud_pipeline_speed.py`)",
+        "",
+        f"EWT test as `parse` reads ud-text's file ({speed['paragraphs']:,} paragraphs, a Doc each; "
+        f"{speed['words']:,} words), every component, `nlp.pipe` batch {speed['batch_size']}, "
+        f"{len(speed['seconds'][reference])} rounds in turns after an untimed pass, median; torch threads "
+        f"{speed['torch_threads']}.",
+        "",
+        "| pipeline | path | words/s (median) | all rounds (s) | ratio to the first |",
+        "|---|---|---|---|---|",
+    ]
+    for name, value in speed["words_per_second"].items():
+        rounds = ", ".join(f"{seconds:.1f}" for seconds in speed["seconds"][name])
+        ratio = speed["ratio_to_reference"][name]
+        lines.append(f"| {name} | `{speed['pipelines'][name]}` | {value:,.0f} | {rounds} | {ratio:.3f} |")
+    worst = min(speed["ratio_to_reference"].values())
+    lines += ["", f"Target: every pipeline at least {SEGMENTER_SPEED_BAR:.2f} of the first: {worst:.3f}, "
+              f"{verdict(worst >= SEGMENTER_SPEED_BAR)}."]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", default="results")
@@ -276,6 +304,7 @@ def main() -> None:
         ("memory", memory_lines),
         ("relations_memory", relations_memory_lines),
         ("robustness", robustness_lines),
+        ("ud_pipeline_speed", ud_pipeline_speed_lines),
     )
     for name, render in renderers:
         data = load(results / f"bench_{name}.json")

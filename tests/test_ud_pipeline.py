@@ -18,14 +18,14 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 from docs_build.limits import model_card_notes
-from spacy_pairatt.corpora.ud_documents import document_texts
+from spacy_pairatt.corpora.ud_documents import annotated_paragraph_docs, document_texts
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
 from spacy_pairatt.packaging.shipped_pipeline import assemble_pipeline
 from spacy_pairatt.parse_files.parsing import parse_file
 from spacy_pairatt.reporting.tables import percent
 from tests.conftest import REPO, UD_DIR, write_first_sentences
 
-N_SENTENCES = 40  # 4 Docs of 10 sentences: 3 to train on, 1 for dev and the parse tests
+N_SENTENCES = 40  # two paragraphs: the first to train on, the second (sentences 22-40) for dev
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +42,12 @@ def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
     from spacy.cli.train import train
 
     folder = tmp_path_factory.mktemp("ud_pipeline_train")
-    docs = list(conllu_to_docs(ewt_block.read_text(encoding="utf8"), n_sents=10, no_print=True))
-    assert len(docs) == 4 and all(doc.has_annotation(attr) for doc in docs for attr in ("TAG", "POS", "MORPH", "LEMMA"))
-    DocBin(docs=docs[:3]).to_disk(folder / "train.spacy")
-    DocBin(docs=docs[3:]).to_disk(folder / "dev.spacy")
+    docs = annotated_paragraph_docs(spacy.blank("en").vocab, ewt_block.read_text(encoding="utf8"))
+    assert len(docs) == 2 and all(doc.has_annotation(attr) for doc in docs for attr in ("TAG", "POS", "MORPH", "LEMMA"))
+    DocBin(docs=docs[:1]).to_disk(folder / "train.spacy")
+    DocBin(docs=docs[1:]).to_disk(folder / "dev.spacy")
+    # the segmenters' data: the same text with sentence starts only, as `ud-docs` writes it
+    DocBin(attrs=["SENT_START"], docs=docs).to_disk(folder / "segmenter.spacy")
     overrides = {
         "paths.train": str(folder / "train.spacy"),
         "paths.dev": str(folder / "dev.spacy"),
@@ -59,13 +61,13 @@ def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
 
 
 def train_segmenter(config: str, trained_model: Path, output: str, **overrides) -> Path:
-    """configs/`config` trained for 2 steps on the 10-sentence Docs of the 2-step pipeline's data."""
+    """configs/`config` trained for 2 steps on the 2-step pipeline's paragraphs, sentence starts only."""
     from spacy.cli.train import train
 
     folder = trained_model.parent.parent
     settings = {
-        "paths.train": str(folder / "train.spacy"),
-        "paths.dev": str(folder / "dev.spacy"),
+        "paths.train": str(folder / "segmenter.spacy"),
+        "paths.dev": str(folder / "segmenter.spacy"),
         "training.max_steps": 2,
         "training.eval_frequency": 1000,
         **overrides,
@@ -180,7 +182,7 @@ def test_parse_writes_upos_xpos_feats_lemma_and_space_after(trained_model, tmp_p
 
 
 def test_raw_text_and_gold_tokens_through_parse_and_ud_eval(trained_model, ewt_block, tmp_path):
-    # the dev Doc: sentences 31-40 of the block, as raw text (one line) and as gold CoNLL-U
+    # sentences 31-40 of the block (in the dev paragraph), as raw text (one line) and as gold CoNLL-U
     blocks = ewt_block.read_text(encoding="utf8").split("\n\n")
     gold = tmp_path / "gold.conllu"
     gold.write_text("\n\n".join(block for block in blocks[30:40]).strip("\n") + "\n\n", encoding="utf8")
@@ -280,7 +282,7 @@ def test_pipeline_config_budget_matches_the_parser_alone():
     heads_rate = pipeline["training"]["optimizer"]["learn_rate"]["initial_rate"]
     assert heads_rate * scale == pytest.approx(parser["training"]["optimizer"]["learn_rate"]["initial_rate"])
     assert pipeline["training"]["annotating_components"] == ["transformer", "senter"]
-    assert Path(pipeline["paths"]["train"]).parent.name == "ud_ewt_docs"
+    assert Path(pipeline["paths"]["train"]).parent.name == "ud_ewt_paragraph_docs"
 
 
 def test_evaluate_without_components_times_the_parser_on_the_same_weights(trained_model):

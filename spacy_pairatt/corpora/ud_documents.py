@@ -154,16 +154,21 @@ def paragraph_starts(documents: Iterable[Document]) -> List[int]:
 def annotated_paragraph_docs(vocab: Vocab, text: str) -> List[Doc]:
     """A Doc per paragraph of a CoNLL-U file's text, with every annotation spaCy's converter reads
     (tags, POS, morphology, lemmas, heads, labels, sentence starts) and no space after its last
-    word, the shape `parse` gives a paragraph of raw text. Raises ValueError if the paragraphs
-    count more sentences than spaCy's converter reads."""
+    word, the shape `parse` gives a paragraph of raw text. Raises ValueError on a malformed word
+    line, and where spaCy's converter fails or reads other sentences than the paragraphs hold."""
     from spacy.training.converters import conllu_to_docs
 
     from .doc_copies import edited_copy
 
-    sentences = list(conllu_to_docs(text, n_sents=1, no_print=True))
-    starts = paragraph_starts(read_ud_documents(text.splitlines()))
-    if not starts or starts[-1] >= len(sentences):
-        raise ValueError(f"its paragraphs hold more sentences than the {len(sentences)} spaCy's converter reads")
+    documents = read_ud_documents(text.splitlines())
+    n_sentences = sum(len(paragraph) for document in documents for paragraph in document)
+    try:
+        sentences = list(conllu_to_docs(text, n_sents=1, no_print=True))
+    except (IndexError, KeyError, ValueError) as error:  # its parsing assumes well-formed blocks
+        raise ValueError(f"spaCy's CoNLL-U converter cannot read it ({type(error).__name__}: {error})") from error
+    if len(sentences) != n_sentences:
+        raise ValueError(f"spaCy's CoNLL-U converter reads {len(sentences)} sentences where there are {n_sentences}")
+    starts = paragraph_starts(documents)
     docs = []
     for start, end in zip(starts, starts[1:] + [len(sentences)]):
         paragraph = Doc.from_docs(sentences[start:end], ensure_whitespace=True)

@@ -12,8 +12,9 @@ from spacy.training import Example
 
 from spacy_pairatt.components.segmenter import sentence_starts
 from spacy_pairatt.corpora.raw_text_noise import make_raw_text_noise, noised
-from spacy_pairatt.corpora.ud_documents import iter_document_docs, read_ud_documents
-from tests.conftest import UD_DIR, small_segmenter_model
+from spacy_pairatt.corpora.doc_copies import edited_copy
+from spacy_pairatt.corpora.ud_documents import annotated_paragraph_docs, iter_document_docs, read_ud_documents
+from tests.conftest import REPO, UD_DIR, small_segmenter_model
 
 EWT_DEV = UD_DIR / "en_ewt-ud-dev.conllu"
 SMALL_SEGMENTER = {"model": small_segmenter_model(width=32, rows=(500, 100))}
@@ -226,6 +227,52 @@ def test_noise_wraps_lines_between_words_and_no_line_break_starts_a_sentence(dev
     assert [t.text for t in wrapped if t.text != "\n"] == [t.text for t in doc]
     assert [s[0].text for s in wrapped.sents] == [s[0].text for s in doc.sents]
     assert wrapped.text.replace("\n", " ") == doc.text.replace("\n", " ")
+
+
+@pytest.fixture(scope="module")
+def dev_paragraphs(dev_docs):
+    """EWT dev's paragraphs with every annotation, as the UD pipeline trains on them (ud-docs --paragraphs)."""
+    return annotated_paragraph_docs(dev_docs[0].vocab, EWT_DEV.read_text(encoding="utf8"))
+
+
+ANNOTATIONS = ("TAG", "POS", "MORPH", "LEMMA", "DEP", "SENT_START")
+
+
+def test_noise_on_parsed_paragraphs_moves_every_annotation_with_its_word(dev_paragraphs):
+    """On the UD pipeline's Docs the noised copy keeps each word's tag, morphology, lemma, label and
+    head word; a final mark is dropped only when no word hangs from it."""
+    rng = random.Random(0)
+    dropped = 0
+    for doc in dev_paragraphs[:300]:
+        noisy = noised(doc, rng, drop_final=1.0, lowercase_start=0.5, space_change=0.5)
+        assert all(noisy.has_annotation(attr) for attr in ANNOTATIONS)
+        finals = {s[-1].i for s in list(doc.sents)[:-1] if s[-1].text in ".!?" and len(s) > 1}
+        kept = [t for t in doc if t.i not in finals or t.n_lefts + t.n_rights]
+        dropped += len(doc) - len(noisy)
+        assert len(noisy) == len(kept) and noisy.text.replace(" ", "").lower() == "".join(t.text for t in kept).lower()
+        for old, new in zip(kept, noisy):
+            assert (old.text.lower(), old.tag_, old.pos_, str(old.morph), old.lemma_, old.dep_, old.is_sent_start) == (
+                new.text.lower(), new.tag_, new.pos_, str(new.morph), new.lemma_, new.dep_, new.is_sent_start
+            )
+            assert new.head.text.lower() == old.head.text.lower() and new.head.i - new.i == kept.index(old.head) - kept.index(old)
+    assert dropped > 100
+
+
+def test_line_breaks_in_a_parsed_doc_are_refused_by_name(dev_paragraphs):
+    """A wrapped line adds a whitespace token the gold tree has no head for: the UD pipeline's config
+    sets line_break = 0, and a config that does not is told why."""
+    with pytest.raises(ValueError, match="line_break adds whitespace tokens, which a parsed Doc has no gold head"):
+        noised(dev_paragraphs[1], random.Random(0), 0.0, 0.0, 0.0, line_break=0.05)
+    config = spacy.util.load_config(REPO / "configs" / "pipeline_minilm.cfg")
+    assert config["corpora"]["train"]["augmenter"]["line_break"] == 0
+
+
+def test_an_edited_copy_refuses_to_drop_a_head_of_a_kept_word(dev_paragraphs):
+    doc = dev_paragraphs[1]
+    root = next(doc.sents).root
+    keep = [token.i != root.i for token in doc]
+    with pytest.raises(ValueError, match="would lose their head: a dropped token heads them"):
+        edited_copy(doc, [t.text for t in doc], [bool(t.whitespace_) for t in doc], keep)
 
 
 # --- the threshold sweep and the pipelines it joins --------------------------------------------------

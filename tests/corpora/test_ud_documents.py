@@ -4,12 +4,15 @@ of UD English-EWT dev, the text `ud-text` writes and the training Docs `ud-docs`
 import pytest
 import spacy
 from spacy.tokens import DocBin
+from spacy.training.converters import conllu_to_docs
 
 from spacy_pairatt.cli import main
 from spacy_pairatt.corpora.ud_documents import (
     PARAGRAPH_BREAK,
+    annotated_paragraph_docs,
     document_doc,
     paragraph_starts,
+    paragraph_text,
     raw_text,
     read_ud_documents,
 )
@@ -74,6 +77,36 @@ def test_ud_docs_writes_documents_with_a_blank_line_between_paragraphs(dev_lines
     assert all(doc[token.i + 1].is_sent_start for doc in docs for token in doc if token.text == PARAGRAPH_BREAK)
     assert sum(len(list(doc.sents)) for doc in docs) == comment_count(dev_lines, "sent_id")
     assert "".join("".join(doc.text.split()) for doc in docs) == load_conllu(EWT_DEV).text
+
+
+def test_ud_docs_paragraphs_writes_each_paragraph_as_parse_reads_it_with_every_annotation(dev_lines, tmp_path):
+    """The UD pipeline's training Docs: a Doc per paragraph whose text is the line `ud-text` writes
+    for it, every sentence's tags, morphology, lemmas and tree those of spaCy's one-sentence conversion."""
+    main(["ud-docs", str(EWT_DEV), str(tmp_path / "dev.spacy"), "--paragraphs"])
+    docs = list(DocBin().from_disk(tmp_path / "dev.spacy").get_docs(spacy.blank("en").vocab))
+    paragraphs = [paragraph for document in read_ud_documents(dev_lines) for paragraph in document]
+    assert len(docs) == len(paragraphs) == comment_count(dev_lines, "newpar")
+    assert [" ".join(doc.text.split()) for doc in docs] == [paragraph_text(paragraph) for paragraph in paragraphs]
+    assert not any(doc[-1].whitespace_ or token.is_space for doc in docs for token in doc)
+    for attr in ("TAG", "POS", "MORPH", "LEMMA", "DEP", "SENT_START"):
+        assert all(doc.has_annotation(attr) for doc in docs), attr
+    sentences = [sentence for doc in docs for sentence in doc.sents]
+    gold = list(conllu_to_docs("".join(dev_lines), n_sents=1, no_print=True))
+    assert len(sentences) == len(gold) == comment_count(dev_lines, "sent_id")
+    for sentence, reference in zip(sentences, gold):
+        rows = [(t.text, t.tag_, t.pos_, str(t.morph), t.lemma_, t.dep_, t.head.i - sentence.start) for t in sentence]
+        assert rows == [(t.text, t.tag_, t.pos_, str(t.morph), t.lemma_, t.dep_, t.head.i) for t in reference]
+
+
+def test_paragraphs_spacys_converter_cannot_read_are_a_value_error_naming_it(tmp_path):
+    """A block of comments alone (a `# newpar` with no sentence after it) breaks spaCy's converter
+    deep inside; ud-docs --paragraphs says so in one line and writes nothing."""
+    sentence = "# newpar\n1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"
+    assert len(annotated_paragraph_docs(spacy.blank("en").vocab, sentence)) == 1
+    (tmp_path / "bad.conllu").write_text(sentence + "# newpar\n\n", encoding="utf8")
+    with pytest.raises(SystemExit, match="ud-docs: error: .*bad.conllu: spaCy's CoNLL-U converter cannot read it"):
+        main(["ud-docs", str(tmp_path / "bad.conllu"), str(tmp_path / "out.spacy"), "--paragraphs"])
+    assert not (tmp_path / "out.spacy").exists()
 
 
 def test_a_multiword_token_is_its_words_with_the_tokens_spacing():
