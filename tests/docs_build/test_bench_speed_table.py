@@ -1,10 +1,11 @@
-"""bench/table.py's speed section: the thread-scaling table bench/speed.py records on a CPU."""
+"""bench/table.py's speed sections: the thread-scaling table bench/speed.py records on a CPU, and the whole UD
+pipelines bench/ud_pipeline_speed.py times."""
 
 import json
 
 import pytest
 
-from bench.table import b_over_a_row, speed_lines, thread_lines
+from bench.table import b_over_a_row, speed_lines, thread_lines, ud_pipeline_speed_lines
 from tests.conftest import REPO
 
 SPEED = REPO / "results" / "bench_speed.json"
@@ -42,3 +43,16 @@ def test_the_published_speed_section_shows_the_threads_when_measured():
         assert any(
             line.startswith(f"| {count} |") and line.endswith(f"| {run['ratio_b_over_a']:.3f} |") for line in lines
         )
+
+
+def test_the_ud_pipeline_speed_section_judges_each_pipeline_against_the_first():
+    """Issue 54's bar: a new segmenter may cost the whole pipeline at most 5% of its words/s."""
+    speed = {
+        "pipelines": {"old": "a", "new": "b"}, "paragraphs": 854, "words": 25094, "batch_size": 64, "torch_threads": 2,
+        "seconds": {"old": [15.3, 15.6], "new": [16.0, 16.2]}, "words_per_second": {"old": 1643.0, "new": 1580.0},
+        "ratio_to_reference": {"old": 1.0, "new": 0.962},
+    }  # fmt: skip
+    lines = ud_pipeline_speed_lines(speed)
+    assert "| new | `b` | 1,580 | 16.0, 16.2 | 0.962 |" in lines and lines[-1].endswith("0.962, met.")
+    speed["ratio_to_reference"]["new"] = 0.745
+    assert ud_pipeline_speed_lines(speed)[-1].endswith("0.745, **not met**.")
