@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import conllu
+import numpy as np
 import pytest
 import spacy
 import torch
@@ -104,6 +105,44 @@ def test_stage_two_puts_the_segmenter_in_place_of_the_senter_and_keeps_every_oth
     assert doc.has_annotation("SENT_START") and doc.has_annotation("DEP") and all(t.lemma_ for t in doc)
     assert doc[-3].is_sent_start  # after the paragraph break
     assert len(second("")) == 0  # an empty Doc passes the BiLSTM segmenter
+
+
+def sweep(model: Path, gold: Path, output: Path, *options: str) -> dict:
+    from spacy_pairatt.cli import main
+
+    main(["segmenter-sweep", str(model), str(gold), "--thresholds", "0.3", "0.6", "--output", str(output), *options])
+    return json.loads(output.read_text(encoding="utf8"))
+
+
+def test_stage_two_keeps_the_first_members_of_the_segmenter_and_their_threshold(trained_model, ewt_block, tmp_path):
+    """`pipeline-segmenter` as project.yml runs it: each member count swept on the gold text without
+    changing the pipeline, then `--members 1 --store`: the saved senter is the ensemble's first member
+    alone (config and weights), with the threshold chosen for it; every other component is stage 1's."""
+    from spacy_pairatt.layers.ensemble import first_members
+
+    shipped = tmp_path / "segmented"
+    assemble_pipeline(str(trained_model), str(shipped))
+    counts = sweep(shipped, ewt_block, tmp_path / "members.json", "--members", "1", "2", "4")
+    assert [(row["members"], row["threshold"]) for row in counts["rows"]] == [
+        (count, threshold) for count in (1, 2, 4) for threshold in (0.3, 0.6)
+    ]
+    assert counts["best_members"] in (1, 2, 4) and spacy.load(shipped).get_pipe("senter").model.attrs["members"] == 4
+    stored = sweep(shipped, ewt_block, tmp_path / "stored.json", "--members", "1", "--store")
+    assert stored["rows"] == counts["rows"][:2] and stored["best_members"] == 1
+
+    first, second = spacy.load(trained_model), spacy.load(shipped)
+    senter = second.get_pipe("senter")
+    assert senter.threshold == stored["best"] and senter.model.attrs["members"] == 1
+    assert second.config["components"]["senter"]["model"]["members"] == 1
+    assert len(senter.to_bytes()) < len(first.get_pipe("senter").to_bytes()) / 2
+    for name in ("tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
+        assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
+    docs = [nlp.make_doc(TEXT + "\n\nA second paragraph") for nlp in (first, second)]
+    for nlp, doc in zip((first, second), docs):
+        nlp.get_pipe("transformer")(doc)
+    first.get_pipe("senter").model = first_members(first.get_pipe("senter").model, 1)
+    expected = first.get_pipe("senter").start_probabilities(docs[:1])[0]
+    np.testing.assert_allclose(senter.start_probabilities(docs[1:])[0], expected, rtol=1e-5, atol=1e-6)
 
 
 def test_a_segmenter_listening_to_a_transformer_joins_only_a_pipeline_with_its_weights(trained_model):

@@ -135,7 +135,8 @@ def ud_table(args) -> None:
 
 def segmenter_sweep(args) -> None:
     """Tokens, Words and Sentences F1 of a pipeline's pairatt_segmenter at each threshold, on the raw
-    text of a gold CoNLL-U file; with --store, the best is saved in the pipeline."""
+    text of a gold CoNLL-U file, and with --members for each count of its ensemble's first members;
+    with --store, the best is saved in the pipeline (its ensemble cut to the best count)."""
     import spacy
 
     from ..evaluation.segmentation import store_threshold, sweep_markdown, threshold_sweep
@@ -146,9 +147,9 @@ def segmenter_sweep(args) -> None:
 
     try:
         nlp = spacy.load(args.model)
-        sweep = {"model": args.model, **threshold_sweep(nlp, args.gold, args.thresholds)}
+        sweep = {"model": args.model, **threshold_sweep(nlp, args.gold, args.thresholds, args.members)}
         if args.store:
-            store_threshold(nlp, Path(args.model), sweep["best"])
+            store_threshold(nlp, Path(args.model), sweep["best"], sweep.get("best_members"))
     except (OSError, ValueError, UDEvalError) as error:
         raise SystemExit(f"python -m spacy_pairatt segmenter-sweep: error: {error}") from error
     report_json({**sweep, "stored": args.store, "provenance": provenance()}, args.output)
@@ -253,7 +254,18 @@ def add_commands(commands) -> None:
     sweep.add_argument("model", help="pipeline with a tokenizer and one pairatt_segmenter")
     sweep.add_argument("gold", help="gold .conllu file; its raw text (ud-text's) is segmented")
     sweep.add_argument("--thresholds", nargs="+", type=probability, default=[0.2, 0.3, 0.4, 0.5, 0.6], metavar="P")
-    sweep.add_argument("--store", action="store_true", help="save the best threshold in the pipeline (in place)")
+    sweep.add_argument(
+        "--members",
+        nargs="+",
+        type=at_least_one,
+        metavar="K",
+        help="for a TaggerEnsemble.v1 segmenter: average only its first K members, each K in turn",
+    )
+    sweep.add_argument(
+        "--store",
+        action="store_true",
+        help="save the best threshold (and with --members, only the best count's members) in the pipeline, in place",
+    )
     sweep.add_argument("--output", help="JSON file for the sweep")
     sweep.add_argument("--markdown", help="markdown table of the sweep")
     sweep.set_defaults(func=segmenter_sweep)

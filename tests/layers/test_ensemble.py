@@ -7,7 +7,7 @@ import spacy
 from spacy.tokens import Doc
 from thinc.api import Model
 
-from spacy_pairatt.layers.ensemble import build_tagger_ensemble
+from spacy_pairatt.layers.ensemble import build_tagger_ensemble, first_members
 
 WIDTH = 6
 
@@ -38,8 +38,12 @@ def one_hot_starts(docs):
     return [np.eye(2, dtype="f")[[int(t.i == 0 or doc[t.i - 1].text in ".!?") for t in doc]] for doc in docs]
 
 
+def built(members):
+    return build_tagger_ensemble(fixed_vectors(), members=members, surface_width=4, rows=(50, 50, 50, 50), width=8)
+
+
 def initialised(docs, members=3):
-    model = build_tagger_ensemble(fixed_vectors(), members=members, surface_width=4, rows=(50, 50, 50, 50), width=8)
+    model = built(members)
     model.initialize(X=docs, Y=one_hot_starts(docs))
     # Zero-initialised softmaxes would give every member the same output; perturb them to test the mean.
     for node in model.walk():
@@ -127,3 +131,37 @@ def test_an_empty_doc_and_no_docs(docs):
     probs = model.predict([empty, docs[0]])
     assert probs[0].shape == (0, 2) and probs[1].shape == (len(docs[0]), 2)
     assert model.predict([]) == []
+
+
+def test_its_first_members_are_the_mean_of_those_members_alone_and_share_their_weights(docs):
+    model = initialised(docs, members=3)
+    alone = members_alone(model, docs)
+    for count in (1, 2, 3):
+        kept = first_members(model, count)
+        assert kept.attrs["members"] == count and len(kept.layers) == 1 + 2 * count
+        for i in range(len(docs)):
+            expected = np.mean([probs[i] for probs, _, _ in alone[:count]], axis=0)
+            np.testing.assert_allclose(kept.predict(docs)[i], expected, rtol=1e-5, atol=1e-6)
+    kept = first_members(model, 2)
+    assert kept.layers[0] is model.layers[0] and kept.layers[2] is model.layers[2] and kept.layers[3] is model.layers[4]
+
+
+def test_saved_first_members_load_into_the_ensemble_built_with_that_many(docs):
+    """What `segmenter-sweep --store` relies on: the cut model's weights are those of `members = count`."""
+    kept = first_members(initialised(docs, members=3), 2)
+    loaded = built(2)
+    loaded.initialize(X=docs, Y=one_hot_starts(docs))
+    loaded.from_bytes(kept.to_bytes())
+    for mine, theirs in zip(loaded.predict(docs), kept.predict(docs)):
+        np.testing.assert_array_equal(mine, theirs)
+    with pytest.raises(ValueError):  # and not into the whole ensemble: the structure differs
+        initialised(docs, members=3).from_bytes(kept.to_bytes())
+
+
+def test_only_an_ensemble_keeps_members_and_only_as_many_as_it_has(docs):
+    model = initialised(docs, members=3)
+    for count in (0, 4):
+        with pytest.raises(ValueError, match=f"TaggerEnsemble.v1: cannot keep {count} of its 3 members"):
+            first_members(model, count)
+    with pytest.raises(ValueError, match="the model is 'fixed_vectors', not .*TaggerEnsemble.v1's"):
+        first_members(fixed_vectors(), 1)
