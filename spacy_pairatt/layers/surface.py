@@ -10,11 +10,25 @@ of neighbouring tokens.
 
 from typing import List, Sequence
 
-from spacy.ml.models.tok2vec import BiLSTMEncoder, MaxoutWindowEncoder, MultiHashEmbed
+import torch
+from spacy.ml.models.tok2vec import MaxoutWindowEncoder, MultiHashEmbed
 from spacy.tokens import Doc
 from spacy.util import registry
-from thinc.api import Dropout, Maxout, Model, chain, concatenate, with_array
-from thinc.types import Floats2d
+from thinc.api import (
+    ArgsKwargs,
+    Dropout,
+    Maxout,
+    Model,
+    PyTorchRNNWrapper,
+    chain,
+    concatenate,
+    torch2xp,
+    with_array,
+    with_padded,
+    xp2torch,
+)
+from thinc.types import Floats2d, Padded
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ..integration.validation import check_settings
 
@@ -95,15 +109,55 @@ class _BackpropToNothing:
 
 @registry.architectures("spacy-pairatt.DropoutBiLSTMEncoder.v1")
 def build_dropout_bilstm_encoder(width: int = 256, depth: int = 1) -> Model[List[Floats2d], List[Floats2d]]:
-    """Registered as `spacy-pairatt.DropoutBiLSTMEncoder.v1`: spaCy's BiLSTM encoder (`width` in and
-    out, half of it per direction) with dropout on its input and its output.
+    """Registered as `spacy-pairatt.DropoutBiLSTMEncoder.v1`: a BiLSTM (`width` in and out, half of it
+    per direction) with dropout on its input and its output, each Doc read alone.
 
-    For the senter of the UD pipeline's second stage: a sentence start often depends on words
-    further away than a window reaches (a quote after a full stop, a greeting line before a name).
-    The dropout layers take their rate from spaCy's `training.dropout`, which sets every Dropout
-    layer of a model being trained; a depth-1 LSTM has none inside it.
+    For the segmenters: a sentence start often depends on words further away than a window reaches
+    (a quote after a full stop, a greeting line before a name). The dropout layers take their rate
+    from spaCy's `training.dropout`, which sets every Dropout layer of a model being trained; a
+    depth-1 LSTM has none inside it. The layers and weights are those of spaCy's `BiLSTMEncoder`
+    (pipelines trained with it load unchanged), but its LSTM runs over packed sequences
+    (`PackedLSTM`), not the batch padded to its longest Doc.
     """
     check_settings("spacy-pairatt.DropoutBiLSTMEncoder.v1", width=width, depth=depth)
     if width % 2:
         raise ValueError(f"spacy-pairatt.DropoutBiLSTMEncoder.v1: width must be even (half per direction), got {width}")
-    return chain(Dropout(), BiLSTMEncoder(width=width, depth=depth, dropout=0.0), Dropout())
+    lstm = PyTorchRNNWrapper(
+        PackedLSTM(width, width // 2, depth, bidirectional=True), convert_inputs=padded_with_lengths
+    )
+    lstm.set_dim("nO", width)
+    lstm.set_dim("nI", width)
+    return chain(Dropout(), with_padded(with_padded(lstm)), Dropout())
+
+
+class PackedLSTM(torch.nn.LSTM):
+    """torch's LSTM over each sequence of a padded batch alone (`pack_padded_sequence`).
+
+    Over the padded batch, a Doc's backward direction starts at the batch's last padded step, not at
+    its own last token, so its vectors, and the sentence starts read from them, would depend on which
+    other Docs it was batched with (`nlp(text)` and `nlp.pipe(texts)` disagreed on 74 of EWT test's
+    25,098 tokens with the standalone segmenter); packed, every Doc gets what it gets alone, and the
+    padding is not computed. The parameters are `torch.nn.LSTM`'s, so saved weights load as they are.
+    """
+
+    def forward(self, padded: torch.Tensor, lengths: torch.Tensor):
+        read = lengths > 0  # an empty Doc cannot be packed: its (no) rows stay zeros
+        if not read.all():
+            output = padded.new_zeros(*padded.shape[:2], self.hidden_size * (2 if self.bidirectional else 1))
+            if read.any():
+                output[:, read] = self(padded[:, read], lengths[read])[0]
+            return output, None
+        packed = pack_padded_sequence(padded, lengths, enforce_sorted=False)
+        output, state = super().forward(packed)
+        return pad_packed_sequence(output, total_length=padded.shape[0])[0], state
+
+
+def padded_with_lengths(model: Model, Xp: Padded, is_train: bool):
+    """`PackedLSTM`'s inputs from thinc's Padded batch: its data and each sequence's length."""
+    inputs = xp2torch(Xp.data, requires_grad=is_train, device=model.shims[0].device)
+    lengths = torch.as_tensor(Xp.lengths, dtype=torch.int64)  # on the CPU, as pack_padded_sequence needs
+
+    def backprop(d_inputs: ArgsKwargs) -> Padded:
+        return Padded(torch2xp(d_inputs.args[0]), Xp.size_at_t, Xp.lengths, Xp.indices)
+
+    return ArgsKwargs(args=(inputs, lengths), kwargs={}), backprop

@@ -1,9 +1,11 @@
-"""spacy-pairatt.SurfaceTok2Vec.v1: what an uncased encoder cannot see reaches the tagging heads."""
+"""spacy-pairatt.SurfaceTok2Vec.v1: what an uncased encoder cannot see reaches the tagging heads;
+spacy-pairatt.DropoutBiLSTMEncoder.v1: each Doc read alone, with spaCy's BiLSTM encoder's weights."""
 
 import numpy as np
 import pytest
 import spacy
-from thinc.api import Model, chain, set_dropout_rate
+from spacy.ml.models.tok2vec import BiLSTMEncoder
+from thinc.api import Dropout, Model, chain, set_dropout_rate
 
 from spacy_pairatt.layers.surface import build_dropout_bilstm_encoder, build_surface_tok2vec
 
@@ -78,3 +80,42 @@ def test_the_bilstm_encoder_refuses_widths_it_cannot_split(nlp):
         build_dropout_bilstm_encoder(width=13)
     with pytest.raises(ValueError, match="depth must be an integer >= 1"):
         build_dropout_bilstm_encoder(width=12, depth=0)
+
+
+def random_sequences(lengths, width, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(length, width)).astype("f") for length in lengths]
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_the_bilstm_encoder_reads_each_doc_as_if_alone(depth):
+    """A Doc's vectors and its input gradient do not depend on the Docs batched with it (padded, the
+    backward direction of a short Doc started at the batch's padding), and an empty Doc passes."""
+    encoder = build_dropout_bilstm_encoder(width=12, depth=depth)
+    batch = random_sequences([3, 40, 0, 17], 12)
+    encoder.initialize(X=batch)
+    batched, backprop = encoder(batch, is_train=True)
+    d_batch = backprop([np.ones_like(vectors) for vectors in batched])
+    assert [v.shape for v in batched] == [(3, 12), (40, 12), (0, 12), (17, 12)]
+    for k, sequence in enumerate(batch):
+        if not len(sequence):
+            continue
+        alone, backprop_alone = encoder([sequence], is_train=True)
+        np.testing.assert_allclose(batched[k], alone[0], atol=1e-6)
+        np.testing.assert_allclose(d_batch[k], backprop_alone([np.ones_like(alone[0])])[0], atol=1e-6)
+
+
+def test_the_bilstm_encoder_loads_the_weights_of_spacys_and_matches_it_on_one_doc():
+    """Pipelines trained when it was spaCy's BiLSTMEncoder load unchanged, and a Doc alone (nothing to
+    pad) gets what spaCy's gives it."""
+    batch = random_sequences([5, 9], 12, seed=1)
+    spacys = chain(Dropout(), BiLSTMEncoder(width=12, depth=2, dropout=0.0), Dropout())
+    spacys.initialize(X=batch)
+    ours = build_dropout_bilstm_encoder(width=12, depth=2)
+    ours.initialize(X=batch)
+    ours.from_bytes(spacys.to_bytes())
+    for sequence in batch:
+        np.testing.assert_allclose(ours.predict([sequence])[0], spacys.predict([sequence])[0], atol=1e-6)
+    # batched, spaCy's short Doc differs from itself alone; ours does not
+    assert not np.allclose(spacys.predict(batch)[0], spacys.predict(batch[:1])[0], atol=1e-6)
+    np.testing.assert_allclose(ours.predict(batch)[0], ours.predict(batch[:1])[0], atol=1e-6)
