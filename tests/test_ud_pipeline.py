@@ -110,8 +110,10 @@ def test_stage_two_puts_the_segmenter_in_place_of_the_senter_and_keeps_every_oth
 def sweep(model: Path, gold: Path, output: Path, *options: str) -> dict:
     from spacy_pairatt.cli import main
 
-    main(["segmenter-sweep", str(model), str(gold), "--thresholds", "0.3", "0.6", "--output", str(output), *options])
-    return json.loads(output.read_text(encoding="utf8"))
+    markdown = output.with_suffix(".md")
+    main(["segmenter-sweep", str(model), str(gold), "--thresholds", "0.3", "0.6", "--output", str(output),
+          "--markdown", str(markdown), *options])  # fmt: skip
+    return {**json.loads(output.read_text(encoding="utf8")), "markdown": markdown.read_text(encoding="utf8")}
 
 
 def test_stage_two_keeps_the_first_members_of_the_segmenter_and_their_threshold(trained_model, ewt_block, tmp_path):
@@ -127,8 +129,11 @@ def test_stage_two_keeps_the_first_members_of_the_segmenter_and_their_threshold(
         (count, threshold) for count in (1, 2, 4) for threshold in (0.3, 0.6)
     ]
     assert counts["best_members"] in (1, 2, 4) and spacy.load(shipped).get_pipe("senter").model.attrs["members"] == 4
+    best_of_each = [line.split(" | ")[0] for line in counts["markdown"].splitlines() if line[:3] in ("| 1", "| 2", "| 4")]
+    assert best_of_each == ["| 1", "| 2", "| 4"]  # one row a count, its best threshold
     stored = sweep(shipped, ewt_block, tmp_path / "stored.json", "--members", "1", "--store")
     assert stored["rows"] == counts["rows"][:2] and stored["best_members"] == 1
+    assert f"Best: **{stored['best']}** with 1 member(s)" in stored["markdown"]
 
     first, second = spacy.load(trained_model), spacy.load(shipped)
     senter = second.get_pipe("senter")

@@ -325,6 +325,16 @@ def test_the_sweep_refuses_a_pipeline_without_a_segmenter(tmp_path):
         main(["segmenter-sweep", str(tmp_path / "model"), str(EWT_DEV)])
 
 
+def test_the_sweep_keeps_members_only_of_an_ensemble(trained_segmenter, tmp_path):
+    from spacy_pairatt.cli import main
+
+    trained_segmenter.to_disk(tmp_path / "segmenter")
+    with pytest.raises(SystemExit, match="segmenter-sweep: error: the model is .* only an ensemble has members to keep"):
+        main(["segmenter-sweep", str(tmp_path / "segmenter"), str(EWT_DEV), "--members", "1"])
+    with pytest.raises(SystemExit):  # argparse: a count is at least 1
+        main(["segmenter-sweep", str(tmp_path / "segmenter"), str(EWT_DEV), "--members", "0"])
+
+
 def test_assemble_puts_the_segmenter_in_place_of_a_pipelines_senter(trained_segmenter, tmp_path):
     from spacy_pairatt.packaging.shipped_pipeline import put_senter
 
