@@ -276,8 +276,8 @@ def ud_pipeline_speed_lines(speed: Dict) -> List[str]:
         "",
         f"EWT test as `parse` reads ud-text's file ({speed['paragraphs']:,} paragraphs, a Doc each; "
         f"{speed['words']:,} words), every component, `nlp.pipe` batch {speed['batch_size']}, "
-        f"{len(speed['seconds'][reference])} rounds in turns, the order reversed every other round, after an untimed pass, median; torch threads "
-        f"{speed['torch_threads']}.",
+        f"{len(speed['seconds'][reference])} rounds in turns, the order reversed every other round, "
+        f"after an untimed pass, median; torch threads {speed['torch_threads']}.",
         "",
         "| pipeline | path | words/s (median) | all rounds (s) | ratio to the first | paired ratio (median; range) |",
         "|---|---|---|---|---|---|",

@@ -107,18 +107,20 @@ class ParagraphSegmenter(SentenceRecognizer):
             for doc, probabilities in zip(docs, self.start_probabilities(docs))
         ]
 
-    def start_probabilities(self, docs: List[Doc]) -> List[np.ndarray]:
-        """Each token's probability of starting a sentence, per Doc: what the threshold is compared with.
+    def start_probabilities(self, docs: List[Doc], model: Optional[Model] = None) -> List[np.ndarray]:
+        """Each token's probability of starting a sentence, per Doc: what the threshold is compared with;
+        `model`: another in this one's place (`segmenter-sweep --members` scores an ensemble's first members).
 
         spaCy's `Tagger.v2` with `normalize = false` (spaCy's senter default, and this segmenter's)
         outputs logits at inference and probabilities only in training, so its output is put through
         the softmax here; a model whose output layer normalises (or that has none, like
         `TaggerEnsemble.v1`, which averages probabilities) is read as it is.
         """
-        ops = self.model.ops
-        output_layer = self.model.get_ref("output_layer") if self.model.has_ref("output_layer") else None
+        model = model or self.model
+        ops = model.ops
+        output_layer = model.get_ref("output_layer") if model.has_ref("output_layer") else None
         logits = output_layer is not None and not output_layer.attrs.get("softmax_normalize", True)
-        scores = self.model.predict(docs)
+        scores = model.predict(docs)
         if logits:
             temperature = output_layer.attrs.get("softmax_temperature", 1.0)
             scores = [ops.softmax(doc_scores, temperature=temperature) for doc_scores in scores]

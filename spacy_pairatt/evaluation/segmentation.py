@@ -78,12 +78,14 @@ def threshold_sweep(
                     "false": {kind: value["count"] for kind, value in errors["false"]["kinds"].items()},
                 }
             )
-    best = max(rows, key=lambda row: (row["Sentences"], -row.get("members", 0), -row["threshold"]))
-    return {"gold": gold_path, "rows": rows, "best": best["threshold"], **best_members(best)}
+    best = best_row(rows)
+    chosen = {"best": best["threshold"], **({"best_members": best["members"]} if "members" in best else {})}
+    return {"gold": gold_path, "rows": rows, **chosen}
 
 
-def best_members(row: Dict) -> Dict:
-    return {"best_members": row["members"]} if "members" in row else {}
+def best_row(rows: List[Dict]) -> Dict:
+    """The row with the highest Sentences F1; of a tie, the fewest members, then the lowest threshold."""
+    return max(rows, key=lambda row: (row["Sentences"], -row.get("members", 0), -row["threshold"]))
 
 
 def pipeline_start_probabilities(
@@ -91,20 +93,15 @@ def pipeline_start_probabilities(
 ) -> List[List[np.ndarray]]:
     """For each of `models` in the segmenter `name`'s place, its probability of a sentence start for
     each token of each Doc, after the components before it (a transformer it listens to) ran on a
-    copy, batch by batch. The segmenter's own model is put back after."""
+    copy, batch by batch."""
     segmenter = nlp.get_pipe(name)
-    own_model = segmenter.model
     before = nlp.pipe_names[: nlp.pipe_names.index(name)]
     probabilities: List[List[np.ndarray]] = [[] for _ in models]
-    try:
-        for start in range(0, len(docs), batch_size):
-            with nlp.select_pipes(enable=before):
-                batch = list(nlp.pipe((doc.copy() for doc in docs[start : start + batch_size]), batch_size=batch_size))
-            for model, model_probabilities in zip(models, probabilities):
-                segmenter.model = model
-                model_probabilities.extend(segmenter.start_probabilities(batch))
-    finally:
-        segmenter.model = own_model
+    for start in range(0, len(docs), batch_size):
+        with nlp.select_pipes(enable=before):
+            batch = list(nlp.pipe((doc.copy() for doc in docs[start : start + batch_size]), batch_size=batch_size))
+        for model, model_probabilities in zip(models, probabilities):
+            model_probabilities.extend(segmenter.start_probabilities(batch, model))
     return probabilities
 
 
@@ -133,10 +130,7 @@ def sweep_markdown(sweep: Dict, title: str) -> str:
     best = f"**{sweep['best']}**" + (f" with {sweep['best_members']} member(s)" if counts else "")
     rows = sweep["rows"]
     if len(counts) > 1:
-        rows = [
-            max((row for row in rows if row["members"] == count), key=lambda row: (row["Sentences"], -row["threshold"]))
-            for count in counts
-        ]
+        rows = [best_row([row for row in rows if row["members"] == count]) for count in counts]
     lines = [
         title,
         "",

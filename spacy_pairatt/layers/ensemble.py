@@ -14,7 +14,7 @@ gradient `p_k - y = d + (p_k - p̄)` instead, on the tokens the loss annotates (
 averages them.
 """
 
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc
 from spacy.util import registry
@@ -79,14 +79,19 @@ def first_members(model: Model, count: int) -> Model:
     members = model.attrs["members"]
     if not 1 <= count <= members:
         raise ValueError(f"{OWNER}: cannot keep {count} of its {members} members (1 to {members})")
-    listener, surfaces, heads = model.layers[0], model.layers[1 : 1 + members], model.layers[1 + members :]
+    listener, surfaces, heads = ensemble_parts(model)
     return ensemble_of(listener, surfaces[:count], heads[:count], model.get_dim("nO") if model.has_dim("nO") else None)
+
+
+def ensemble_parts(model: Model) -> Tuple[Model, List[Model], List[Model]]:
+    """Its listener, its members' spelling features and its members' heads, as `ensemble_of` lays them out."""
+    members = model.attrs["members"]
+    return model.layers[0], model.layers[1 : 1 + members], model.layers[1 + members :]
 
 
 def member_inputs(model: Model, docs: List[Doc], is_train: bool):
     """The listener's vectors (once) and, per member, its input: those vectors beside its own spelling features."""
-    members = model.attrs["members"]
-    listener, surfaces = model.layers[0], model.layers[1 : 1 + members]
+    listener, surfaces, _ = ensemble_parts(model)
     vectors, backprop_listener = listener(docs, is_train)
     spelled = [surface(docs, is_train) for surface in surfaces]
     inputs = [[model.ops.xp.hstack((v, s)) for v, s in zip(vectors, features)] for features, _ in spelled]
@@ -96,11 +101,10 @@ def member_inputs(model: Model, docs: List[Doc], is_train: bool):
 def ensemble_forward(model: Model, docs: List[Doc], is_train: bool):
     if not docs:  # thinc's layers cannot infer a width from an empty batch
         return [], lambda d_mean: []
-    members = model.attrs["members"]
-    heads = model.layers[1 + members :]
+    _, _, heads = ensemble_parts(model)
     vectors, backprop_listener, spelled, inputs = member_inputs(model, docs, is_train)
     results = [head(X, is_train) for head, X in zip(heads, inputs)]
-    probabilities = [sum(doc_probs) / members for doc_probs in zip(*(probs for probs, _ in results))]
+    probabilities = [sum(doc_probs) / len(heads) for doc_probs in zip(*(probs for probs, _ in results))]
 
     def backprop(d_mean: List[Floats2d]) -> List:
         d_vectors = [model.ops.alloc2f(*v.shape) for v in vectors]
@@ -125,8 +129,7 @@ def ensemble_init(model: Model, X: Optional[List[Doc]] = None, Y: Optional[List[
     tagger and senter initialise their models."""
     if not X:
         raise ValueError(f"{OWNER}: initialize needs sample Docs (X) to size the members' layers")
-    members = model.attrs["members"]
-    listener, surfaces, heads = model.layers[0], model.layers[1 : 1 + members], model.layers[1 + members :]
+    listener, surfaces, heads = ensemble_parts(model)
     listener.initialize(X=X)
     for surface in surfaces:
         surface.initialize(X=X)
