@@ -206,17 +206,21 @@ def unzip_model(spec: SplitEncoder, joined: Path, target: Path) -> None:
 
 
 def foreign_entries(spec: SplitEncoder, dest: Path) -> List[str]:
-    """What `dest` holds besides the model's files and folders (and this model's scratch), sorted."""
+    """What `dest` holds besides the model's files and folders (and this model's scratch), sorted. A
+    link is foreign whatever its name: the model's file or folder written there would be written where
+    it points, outside `dest`."""
     foreign = []
     for folder, subfolders, file_names in os.walk(dest):
         relative = Path(folder).relative_to(dest)
+        links = {name for name in subfolders + file_names if os.path.islink(os.path.join(folder, name))}
+        foreign += [f"{(relative / name).as_posix()} (a link)" for name in links]
         for name in list(subfolders):
             path = (relative / name).as_posix()
-            if path not in spec.folders:  # nothing below it is the model's
+            if name in links or path not in spec.folders:  # nothing below it is the model's
                 subfolders.remove(name)
-                if not is_model_scratch(spec, relative, name):
+                if name not in links and not is_model_scratch(spec, relative, name):
                     foreign.append(path + "/")
-        paths = ((relative / name).as_posix() for name in file_names)
+        paths = ((relative / name).as_posix() for name in file_names if name not in links)
         foreign += [path for path in paths if path not in spec.files]
     return sorted(foreign)
 

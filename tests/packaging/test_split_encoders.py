@@ -27,6 +27,7 @@ from spacy_pairatt.packaging.split_encoders import (
     find_parts,
     part_file_names,
 )
+from spacy_pairatt.runs.scratch import remove_path
 from tests.conftest import REPO
 
 MODEL_FILES = {
@@ -230,6 +231,26 @@ def test_a_folder_of_files_named_like_the_models_is_no_earlier_fetch(parts_dir, 
     with pytest.raises(SystemExit, match="holds config.json but not fake-encoder's model.safetensors, so no earlier"):
         run_fetch(spec, monkeypatch, mine, "--local", parts_dir)
     assert [path.name for path in mine.iterdir()] == ["config.json"]
+
+
+@pytest.mark.parametrize("link", ["1_Pooling", "config.json"])
+def test_a_link_among_the_models_files_is_refused_and_what_it_points_to_kept(
+    parts_dir, spec, tmp_path, monkeypatch, link
+):
+    """The issue's case: with DEST/1_Pooling a link to a folder of the user's, the repair wrote that
+    folder's config.json, outside DEST; a linked file would be written through the same way."""
+    dest, mine = tmp_path / "model", tmp_path / "mine"
+    fetch_split_encoder(spec, dest, parts_dir)
+    mine.mkdir()
+    (mine / "config.json").write_text("my own config\n")
+    remove_path(dest / link)
+    (dest / link).symlink_to(mine if link == "1_Pooling" else mine / "config.json")
+    with pytest.raises(SystemExit) as exit:
+        run_fetch(spec, monkeypatch, dest, "--local", parts_dir)
+    assert f"holds files that are not fake-encoder's ({link} (a link)): not writing into it" in str(exit.value)
+    assert "\n" not in str(exit.value)
+    assert [path.name for path in mine.iterdir()] == ["config.json"]
+    assert (mine / "config.json").read_text() == "my own config\n" and (dest / link).is_symlink()
 
 
 def test_an_empty_folder_or_dot_is_filled_and_kept(parts_dir, spec, tmp_path, monkeypatch):
