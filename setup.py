@@ -79,6 +79,9 @@ setup(
             "spacy-pairatt.TaggerEnsemble.v1 = spacy_pairatt.layers.ensemble:build_tagger_ensemble",
             "spacy-pairatt.AttentionTransformerModel.v1 = "
             "spacy_pairatt.layers.attention_transformer:build_attention_transformer",
+            "spacy-pairatt.AttentionTransformerModel.v2 = "
+            "spacy_pairatt.layers.attention_transformer:build_attention_transformer_in_precision",
+            "spacy-pairatt.TransformerModel.v1 = spacy_pairatt.layers.attention_transformer:build_transformer_model",
             # Deprecated names, kept for one release: PairAttParserModel.v1, BiaffinePairScorer.v1 or
             # PaperPairScorer.v1, TransformerDataListener.v1.
             "spacy-pairatt.PairAttParser.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser",

@@ -53,6 +53,7 @@ def build_pipeline(
     n_init: int = 400,
     transformer_factory: Optional[str] = None,
     training: bool = False,
+    precision: Optional[str] = None,
 ) -> Language:
     """A pipeline from configs/<config_name>.cfg, initialised on the first `n_init` training sentences.
 
@@ -61,13 +62,16 @@ def build_pipeline(
     ("transformer" or "pairatt_transformer": same model and weights, different batching).
     training: the process goes on to train, so the config's `before_init` (the training heap bound,
     `spacy_pairatt/integration/memory.py`, for the whole process) runs as in `spacy train`; otherwise
-    it is left out and the pipeline runs as a loaded one does.
+    it is left out and the pipeline runs as a loaded one does. precision: the transformer's, in
+    place of the config's.
     """
     config = spacy.util.load_config(CONFIGS / f"{config_name}.cfg")
     if not training:
         config["initialize"]["before_init"] = None
     if transformer_factory:
         config["components"]["transformer"]["factory"] = transformer_factory
+    if precision:
+        config["components"]["transformer"]["model"]["precision"] = precision
     if head == "tagger":
         parser = config["nlp"]["pipeline"][-1]
         config["nlp"]["pipeline"] = ["transformer", "tagger"]

@@ -168,11 +168,16 @@ def make_pipeline(encoder: str, parser_config=None, span_window: int = 64):
 
 
 def make_transformer_pipeline(
-    encoder: str, span_window: int = 64, factory: str = "pairatt_transformer", stride: Optional[int] = None
+    encoder: str,
+    span_window: int = 64,
+    factory: str = "pairatt_transformer",
+    stride: Optional[int] = None,
+    precision: Optional[str] = None,
 ):
     """blank English + transformer with attention output, windows of span_window tokens, stride
-    apart (default half a window)."""
+    apart (default half a window); with `precision`, spacy-pairatt.TransformerModel.v1 in it."""
     nlp = spacy.blank("en")
+    in_precision = {"@architectures": "spacy-pairatt.TransformerModel.v1", "precision": precision}
     nlp.add_pipe(
         factory,
         name="transformer",
@@ -187,6 +192,7 @@ def make_transformer_pipeline(
                 },
                 "tokenizer_config": {"use_fast": True},
                 "transformer_config": {"output_attentions": True, "attn_implementation": "eager"},
+                **(in_precision if precision else {}),
             }
         },
     )

@@ -8,6 +8,9 @@ parser's a_ij, a_ji) therefore treats them as constants. Here:
 - `build_attention_transformer` (`spacy-pairatt.AttentionTransformerModel.v1`): the stock
   `TransformerModel`, built the same way, with an output converter that backpropagates the
   gradient of every layer's attention as well;
+- `build_transformer_model` (`spacy-pairatt.TransformerModel.v1`): the stock `TransformerModel`
+  with a `precision` setting (float32, bfloat16, or auto: bfloat16 where the processor has it);
+  `spacy-pairatt.AttentionTransformerModel.v2` is v1 with the same setting (layers/precision.py);
 - `TransformerDataListener` (`spacy-pairatt.TransformerDataListener.v1`): the stock listener, which
   also tells its model whether the upstream component of the current batch takes attention
   gradients, so that they are only computed when they reach the transformer.
@@ -27,9 +30,50 @@ from thinc.api import ArgsKwargs, Model
 from transformers.file_utils import ModelOutput
 
 from .deprecations import warn_renamed
+from .precision import PrecisionHFShim, check_precision
 
 # The attribute that the component's listener callbacks carry, True when its model is ours.
 TAKES_ATTENTION_GRADIENTS = "takes_attention_gradients"
+
+
+@registry.architectures("spacy-pairatt.TransformerModel.v1")
+def build_transformer_model(
+    name: str,
+    get_spans: Callable,
+    tokenizer_config: dict = {},
+    transformer_config: dict = {},
+    precision: str = "auto",
+    mixed_precision: bool = False,
+    grad_scaler_config: dict = {},
+) -> Model[List[Doc], FullTransformerBatch]:
+    """Registered as `spacy-pairatt.TransformerModel.v1`: `spacy-transformers.TransformerModel.v3`
+    (same arguments, weights and outputs) whose encoder runs in `precision`.
+
+    precision: "float32"; "bfloat16" (autocast: products in bfloat16, parameters, optimizer state
+    and outputs in float32); "auto", bfloat16 on a CPU with native bfloat16 or a CUDA device that
+    supports it, float32 elsewhere. `mixed_precision = true` keeps spacy-transformers' float16 on
+    CUDA, which takes over there from a bfloat16 precision.
+    """
+    model = TransformerModel(name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config)
+    return in_precision(model, precision, mixed_precision, grad_scaler_config)
+
+
+@registry.architectures("spacy-pairatt.AttentionTransformerModel.v2")
+def build_attention_transformer_in_precision(
+    name: str,
+    get_spans: Callable,
+    tokenizer_config: dict = {},
+    transformer_config: dict = {},
+    precision: str = "auto",
+    mixed_precision: bool = False,
+    grad_scaler_config: dict = {},
+) -> Model[List[Doc], FullTransformerBatch]:
+    """Registered as `spacy-pairatt.AttentionTransformerModel.v2`: `spacy-pairatt.TransformerModel.v1`
+    (precision included) whose backprop also takes attention gradients, as v1 does."""
+    model = build_attention_transformer(
+        name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config
+    )
+    return in_precision(model, precision, mixed_precision, grad_scaler_config)
 
 
 @registry.architectures("spacy-pairatt.AttentionTransformerModel.v1")
@@ -50,6 +94,22 @@ def build_attention_transformer(
     model = TransformerModel(name, get_spans, tokenizer_config, transformer_config, mixed_precision, grad_scaler_config)
     model.layers[0].attrs["convert_outputs"] = convert_outputs_with_attentions
     model.attrs["backprops_attentions"] = True
+    return model
+
+
+def in_precision(
+    model: TransformerModel, precision: str, mixed_precision: bool, grad_scaler_config: dict
+) -> TransformerModel:
+    """`model` with its encoder shim replaced by a PrecisionHFShim of the same settings."""
+    check_precision(precision)
+    wrapper = model.layers[0]
+    wrapper.shims[0] = PrecisionHFShim(
+        wrapper.shims[0]._hfmodel,
+        mixed_precision=mixed_precision,
+        grad_scaler_config=dict(grad_scaler_config),
+        precision=precision,
+    )
+    model.attrs["precision"] = precision
     return model
 
 
