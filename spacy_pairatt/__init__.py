@@ -43,6 +43,7 @@ LAZY = {
     "least_confident_sentences": "integration.confidence",
     "tree_marginals": "core.marginals",
     "decode_heads": "core.decoding",
+    "precision_overrides": "layers.precision",
 }
 __all__ = ["__version__", *LAZY]
 
