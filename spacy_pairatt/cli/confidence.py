@@ -3,6 +3,7 @@
 import heapq
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -13,9 +14,11 @@ from .parse import at_least_one
 def calibrate(args) -> None:
     """Fit the temperatures on dev, store them in the pipeline, report calibration on dev and test.
 
-    Every path is checked before the pipeline loads, and the plot is drawn before anything is stored,
-    so a mistake leaves the pipeline as it was. The pipeline is stored beside MODEL (or --store-in) and
-    swapped in by rename: a run stopped at any moment leaves the old pipeline or the new one."""
+    Every path is checked before the pipeline loads (the folder the pipeline goes to must be writable
+    and have room for it), and the plot and the report are written before anything is stored, so a
+    mistake leaves the pipeline as it was and a failed store loses no report. The pipeline is stored
+    beside MODEL (or --store-in; a link is followed) and swapped in by rename: a run stopped at any
+    moment leaves the old pipeline or the new one."""
     import spacy
 
     from ..evaluation.calibration import calibration_report, collect_decoded, plot_reliability
@@ -35,6 +38,8 @@ def calibrate(args) -> None:
             check_pipeline_folder(store_in)  # --store-in may name a folder of other files
         except ValueError as error:
             raise SystemExit(f"python -m spacy_pairatt calibrate: error: {describe_error(error)}") from error
+        fail = f"python -m spacy_pairatt calibrate: error: cannot store the pipeline in {store_in}"
+        check_can_write(fail, Path(os.path.realpath(store_in)), folder_bytes(Path(args.model)))
     nlp = spacy.load(args.model)
     parsers = [name for name, pipe in nlp.pipeline if hasattr(pipe, "decode_chunks")]
     if not parsers:
@@ -52,10 +57,17 @@ def calibrate(args) -> None:
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
         plot_reliability(report, args.plot)
     if store_in is not None:
-        parser.cfg.update(arc_temperature=report["arc_temperature"], label_temperature=report["label_temperature"])
-        replace_pipeline_folder(store_in, nlp.to_disk)
         report["stored_in"] = str(store_in)
-    print(write_json(args.output, report, sort_keys=True) if args.output else json.dumps(report, indent=2))
+    print(write_json(args.output, report, sort_keys=True) if args.output else json.dumps(report, indent=2), flush=True)
+    if store_in is not None:
+        parser.cfg.update(arc_temperature=report["arc_temperature"], label_temperature=report["label_temperature"])
+        try:
+            replace_pipeline_folder(store_in, nlp.to_disk)
+        except OSError as error:
+            kept = f"the report is on stdout{f' and in {args.output}' if args.output else ''}"
+            raise SystemExit(
+                f"python -m spacy_pairatt calibrate: error: {describe_error(error)} ({kept}; {store_in} is as it was)"
+            ) from error
 
 
 def check_output_file(option: str, path: Path, plot: bool = False) -> None:
@@ -64,11 +76,7 @@ def check_output_file(option: str, path: Path, plot: bool = False) -> None:
     fail = f"python -m spacy_pairatt calibrate: error: {option} {path}"
     if path.is_dir():
         raise SystemExit(f"{fail} is a folder")
-    folder = next(parent for parent in path.absolute().parents if parent.exists())
-    if not folder.is_dir():
-        raise SystemExit(f"{fail}: {folder} is a file, not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise SystemExit(f"{fail}: cannot write in {folder}")
+    check_can_write(fail, path)
     if plot and path.suffix:
         from matplotlib.backend_bases import FigureCanvasBase
 
@@ -77,6 +85,23 @@ def check_output_file(option: str, path: Path, plot: bool = False) -> None:
             raise SystemExit(
                 f"{fail}: matplotlib writes no {path.suffix} files (it writes {', '.join(sorted(formats))})"
             )
+
+
+def check_can_write(fail: str, path: Path, size: int = 0) -> None:
+    """A one-line SystemExit (starting `fail`) unless `path` can be written: the nearest folder there is
+    above it is a folder this user may write in, with `size` bytes free."""
+    folder = next(parent for parent in path.absolute().parents if parent.exists())
+    if not folder.is_dir():
+        raise SystemExit(f"{fail}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise SystemExit(f"{fail}: cannot write in {folder}")
+    free = shutil.disk_usage(folder).free
+    if free < size:
+        raise SystemExit(f"{fail}: {folder} has {free / 2**20:.1f} MB free, the pipeline takes {size / 2**20:.1f} MB")
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
 def review(args) -> None:

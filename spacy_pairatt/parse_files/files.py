@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterator, NoReturn, Optional, TextIO
 
-from ..runs.scratch import remove_stale_scratch, scratch_path
+from ..runs.scratch import current_umask, remove_stale_scratch, scratch_path
 from ..runs.signals import stop_signals_held
 from .errors import ParseCommandError
 
@@ -134,22 +134,19 @@ class OutputTarget:
             output.fail(error)
 
 
-def current_umask() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return umask
-
-
 def check_output_is_not_input(input_path: str, output_path: Optional[str]) -> None:
-    """Refuse an output that is the input under any spelling or link: writing it would replace the input."""
-    if input_path == "-" or output_path in (None, "-") or not os.path.exists(output_path):
+    """Refuse an output that is the input under any spelling or link, or the file stdin reads (`parse M -
+    --output F < F`): writing it would replace the input."""
+    if output_path in (None, "-") or not os.path.exists(output_path):
         return
     try:
-        same = os.path.samefile(input_path, output_path)
-    except OSError:  # the input is missing: open_input says so
+        source = os.fstat(sys.stdin.fileno()) if input_path == "-" else os.stat(input_path)
+        same = os.path.samestat(source, os.stat(output_path))
+    except (OSError, ValueError, AttributeError):  # the input is missing (open_input says so), or there is no stdin
         return
     if same:
-        raise ParseCommandError(f"the output {output_path} is the input {input_path}: choose another output file")
+        named = "(stdin)" if input_path == "-" else input_path
+        raise ParseCommandError(f"the output {output_path} is the input {named}: choose another output file")
 
 
 @contextmanager

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any, Optional, Union
 
+from ..runs.scratch import naming_path
+
 PathLike = Union[str, Path]
 
 
@@ -29,12 +31,8 @@ def write_text(path: PathLike, text: str) -> None:
     the path: the OSError of write() itself has none, and the command's one-line error shows it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    with naming_path(path):
         path.write_text(text, encoding="utf8")
-    except OSError as error:
-        if error.filename is not None:
-            raise
-        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
 
 
 def read_json(path: PathLike) -> Optional[Any]:

@@ -14,14 +14,16 @@ import os
 import re
 import secrets
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 from .signals import stop_signals_held
 
 SCRATCH_KINDS = ("partial", "staging", "parts", "previous", "discarded")
 SCRATCH_NAME = re.compile(r"\.(?P<target>.+)\.(?P<kind>{})-(?P<pid>\d+)-[0-9a-f]{{8}}".format("|".join(SCRATCH_KINDS)))
 AT_FDCWD, RENAME_EXCHANGE = -100, 2  # fcntl.h, linux/fs.h
+RUST_IO_ERROR = re.compile(r"\(os error (\d+)\)$")  # how Rust's std::io::Error ends its message
 
 
 def scratch_path(target: Path, kind: str) -> Path:
@@ -43,6 +45,30 @@ def process_alive(pid: int) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
+
+
+def current_umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+@contextmanager
+def naming_path(path: Path) -> Iterator[None]:
+    """An OSError without a file name raised in the block (a full disk: write() names none) raised
+    again naming `path`, so that the command's one-line error says where; so is an I/O error of a
+    library in Rust, which is no OSError (Hugging Face's tokenizers: "File too large (os error 27)")."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+    except Exception as error:
+        code = RUST_IO_ERROR.search(str(error))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from error
 
 
 def remove_path(path: Path) -> None:
@@ -116,7 +142,8 @@ def swap_into_place(new: Path, target: Path) -> Optional[Path]:
 
 def replace_folder(target: Path, write: Callable[[Path], None]) -> None:
     """`write(folder)` into a staging folder beside `target`, then that folder in place of `target`:
-    whenever the run stops, `target` is the old folder or the new one, never a mix."""
+    whenever the run stops, `target` is the old folder or the new one, never a mix. An error of the
+    disk (a full one) names `target`."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(target)
@@ -124,7 +151,8 @@ def replace_folder(target: Path, write: Callable[[Path], None]) -> None:
     leftover: Optional[Path] = staging
     try:
         staging.mkdir()
-        write(staging)
+        with naming_path(target):
+            write(staging)
         with stop_signals_held():
             leftover = swap_into_place(staging, target)
     finally:
@@ -143,7 +171,9 @@ def check_pipeline_folder(output: Path) -> None:
 
 
 def replace_pipeline_folder(output: Path, write: Callable[[Path], None]) -> None:
-    """replace_folder for a spaCy pipeline, where `output` passes check_pipeline_folder."""
-    output = Path(output)
+    """replace_folder for a spaCy pipeline, where `output` passes check_pipeline_folder. A link is
+    followed: the pipeline it names is replaced and the link kept, as `parse --output LINK` writes
+    through a link (replacing the link by a folder would leave the pipeline it names as it was)."""
+    output = Path(os.path.realpath(output))
     check_pipeline_folder(output)
     replace_folder(output, write)

@@ -146,3 +146,17 @@ def test_assemble_into_an_existing_pipeline_folder_leaves_no_stale_files(fast_mo
     with pytest.raises(ValueError, match=r"notes holds files but no pipeline \(no config.cfg\): not replacing it"):
         assemble_pipeline(fast_model, str(notes))
     assert [path.name for path in notes.iterdir()] == ["keep.txt"]
+
+
+def test_assemble_into_a_link_replaces_the_pipeline_it_names(fast_model, tmp_path):  # noqa: F811
+    """The issue's case: `assemble M LINK` made LINK a folder and left the pipeline it names as it was."""
+    shipped, link = tmp_path / "builds" / "shipped", tmp_path / "current"
+    assemble_pipeline(fast_model, str(shipped))
+    (shipped / "notes.txt").write_text("an earlier build's\n", encoding="utf8")
+    link.symlink_to(shipped, target_is_directory=True)
+    main(["assemble", fast_model, str(link), "--version", "9.9.9"])
+    assert link.is_symlink() and os.readlink(link) == str(shipped)
+    assert spacy.load(shipped).meta["version"] == "9.9.9" and not (shipped / "notes.txt").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["builds", "current"]
+    assert [path.name for path in shipped.parent.iterdir()] == ["shipped"]
+

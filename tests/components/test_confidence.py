@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt import render_parse
 from tests.conftest import REPO, UD_DIR, examples_from_docs, make_pipeline, write_first_sentences
+from tests.full_disk import disk_full_after
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -459,7 +461,8 @@ def test_a_stop_signal_while_calibrate_saves_leaves_the_old_pipeline(calibration
     corpora = [calibration_files / "dev.spacy", calibration_files / "test.spacy"]
     with pytest.raises(SystemExit, match="^python -m spacy_pairatt calibrate: interrupted$"):
         main(["calibrate", str(model), *map(str, corpora), "--output", str(tmp_path / "report.json")])
-    assert stored_state(model) == before and sorted(os.listdir(tmp_path)) == ["model"]
+    # the report is written before the pipeline is stored
+    assert stored_state(model) == before and sorted(os.listdir(tmp_path)) == ["model", "report.json"]
     monkeypatch.undo()
     assert spacy.load(model).get_pipe("pairatt_parser").cfg["arc_temperature"] == 1.0
 
@@ -483,6 +486,10 @@ def test_calibrate_checks_its_inputs_before_storing_anything(calibration_files, 
         (["--plot", str(tmp_path / "plot.nope")], r"--plot .*plot.nope: matplotlib writes no .nope files \(it writes"),
         (["--output", str(tmp_path / "a-file" / "report.json")], "--output .* is a file, not a folder"),
         (["--store-in", str(tmp_path / "mine")], ".*mine holds files but no pipeline"),
+        (
+            ["--store-in", str(tmp_path / "a-file" / "model")],
+            f"cannot store the pipeline in .*model: {tmp_path / 'a-file'} is a file, not a folder",
+        ),
     ]
     for options, message in cases:
         with pytest.raises(SystemExit, match=f"^python -m spacy_pairatt calibrate: error: {message}") as exit:
@@ -493,3 +500,62 @@ def test_calibrate_checks_its_inputs_before_storing_anything(calibration_files, 
             main(["calibrate", str(model), str(calibration_files / corpus), test])
     assert stored_state(model) == before and (tmp_path / "mine" / "keep.txt").read_text() == "mine"
     assert sorted(os.listdir(tmp_path)) == ["a-file", "mine", "model"]
+
+
+def test_calibrate_refuses_a_folder_without_room_before_calibrating(calibration_files, monkeypatch):
+    """A full folder was found only after the whole calibration; its free space is checked first."""
+    from spacy_pairatt.cli import main
+
+    model = calibration_files / "model"
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(total=10**12, used=10**12, free=1000))
+    monkeypatch.setattr(spacy, "load", lambda *args, **kwargs: pytest.fail("loaded the pipeline"))
+    corpora = [str(calibration_files / name) for name in ("dev.spacy", "test.spacy")]
+    with pytest.raises(SystemExit, match=r"cannot store the pipeline in .*model: .* has 0\.0 MB free, the pipeline"):
+        main(["calibrate", str(model), *corpora])
+
+
+def test_calibrate_on_a_full_disk_keeps_its_report_and_the_old_pipeline(
+    calibration_files, tmp_path, capsys, monkeypatch
+):
+    """The report is printed and written before the pipeline is stored: a store that fails, the disk
+    full once the pipeline is being saved, loses none of it."""
+    from spacy.language import Language
+
+    from spacy_pairatt.cli import main
+
+    model, report = tmp_path / "model", tmp_path / "report.json"
+    shutil.copytree(calibration_files / "model", model)
+    before = stored_state(model)
+    to_disk = Language.to_disk
+
+    def on_a_full_disk(nlp, path, **options):
+        with disk_full_after(200_000):
+            to_disk(nlp, path, **options)
+
+    monkeypatch.setattr(Language, "to_disk", on_a_full_disk)
+    corpora = [str(calibration_files / name) for name in ("dev.spacy", "test.spacy")]
+    with pytest.raises(SystemExit) as exit:
+        main(["calibrate", str(model), *corpora, "--output", str(report)])
+    assert str(exit.value) == (
+        f"python -m spacy_pairatt calibrate: error: {model}: File too large "
+        f"(the report is on stdout and in {report}; {model} is as it was)"
+    )
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(report.read_text()) and 0 <= printed["head_prob_ece"] <= 1
+    assert stored_state(model) == before and sorted(os.listdir(tmp_path)) == ["model", "report.json"]
+
+
+def test_calibrate_through_a_link_calibrates_the_pipeline_it_names(calibration_files, tmp_path):
+    """The issue's case: `calibrate cslink dev test` left cs uncalibrated and made cslink a copy."""
+    from spacy_pairatt.cli import main
+
+    model, link = tmp_path / "cs", tmp_path / "cslink"
+    shutil.copytree(calibration_files / "model", model)
+    link.symlink_to(model)
+    corpora = [str(calibration_files / name) for name in ("dev.spacy", "test.spacy")]
+    main(["calibrate", str(link), *corpora, "--output", str(tmp_path / "report.json")])
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert link.is_symlink() and os.readlink(link) == str(model)
+    stored = spacy.load(model).get_pipe("pairatt_parser").cfg
+    assert stored["arc_temperature"] == pytest.approx(report["arc_temperature"]) != 1.0
+    assert sorted(os.listdir(tmp_path)) == ["cs", "cslink", "report.json"]

@@ -135,4 +135,13 @@ def test_an_output_that_is_the_input_is_refused(fast_model, tmp_path, monkeypatc
             f"python -m spacy_pairatt {command}: error: the output {output} is the input in.txt: "
             "choose another output file"
         )
+    with source.open() as stdin:  # `parse M - --output in.txt < in.txt`
+        monkeypatch.setattr(sys, "stdin", stdin)
+        for output in ("in.txt", "link.txt"):
+            with pytest.raises(SystemExit) as exit:
+                main([command, fast_model, "-", "--output", output])
+            assert exit.value.code == (
+                f"python -m spacy_pairatt {command}: error: the output {output} is the input (stdin): "
+                "choose another output file"
+            )
     assert source.read_text() == "A sentence .\n"
