@@ -24,6 +24,7 @@ def train_resumable_command(args) -> None:
                 keep=args.keep,
                 use_gpu=args.gpu_id,
                 overrides=overrides,
+                restart=args.restart,
             )
     except ResumeError as error:
         raise SystemExit(f"python -m spacy_pairatt train-resumable: error: {error}") from None
@@ -38,7 +39,8 @@ def add_commands(commands) -> None:
         "train-resumable",
         help="spacy train with checkpoints every N steps and at SIGTERM/SIGINT/SIGHUP; run it again to resume",
         description="Train a spaCy config as `spacy train` does, checkpointing into OUTPUT/checkpoints; "
-        "run again with the same OUTPUT, it resumes from the newest complete checkpoint. Config overrides "
+        "run again with the same OUTPUT, it resumes from the newest checkpoint that passes its checksums. An OUTPUT "
+        "that holds a training but no such checkpoint is refused unless --restart. Config overrides "
         "(--training.max_steps 2000, --paths.train ...) go after CONFIG, as for spacy train.",
     )
     train.add_argument("config", help="the training config (.cfg)")
@@ -47,6 +49,12 @@ def add_commands(commands) -> None:
         "--checkpoint-every", type=int, default=100, help="steps between checkpoints (default 100), at least 1"
     )
     train.add_argument("--keep", type=int, default=2, help="complete checkpoints kept, newest first (default 2)")
+    train.add_argument(
+        "--restart",
+        action="store_true",
+        help="start over from step 0, deleting OUTPUT's model-best, model-last and checkpoints (without it, an "
+        "OUTPUT that holds a training but no checkpoint to resume from is refused)",
+    )
     train.add_argument("--gpu-id", "-g", type=int, default=-1, help="GPU id, or -1 for the CPU (default)")
     train.add_argument("--code", "-c", help="a Python file with registered functions, imported first")
-    train.set_defaults(func=train_resumable_command, config_overrides=[])
+    train.set_defaults(func=train_resumable_command, config_overrides=[], records_provenance=False)

@@ -1,15 +1,19 @@
-"""Training checkpoints on disk, each written whole or not at all.
+"""Training checkpoints on disk, each written whole or not at all, and proven whole before a resume.
 
 OUTPUT/checkpoints/step-00000120/   the state after 120 completed steps
     pipeline/          nlp.to_disk of the raw weights (not the optimizer's averages); spacy.load reads it
     optimizer.msgpack  the optimizer's state by stable parameter key (`optimizer_state.py`)
     random.msgpack     Python's, NumPy's and torch's random states (`random_state.py`)
     progress.json      step, epoch, score history, losses, elapsed time, the config
-    COMPLETE           written last: every file's size
+    COMPLETE           written last: every file's size and SHA-256
 
 A checkpoint is written into `.step-00000120.partial-XXXXXXXX` beside the others, every file synced,
-and renamed into place. One without COMPLETE, or whose files differ in size from it (cut short), is
-never resumed from.
+and renamed into place. Before a resume its files are checked against COMPLETE (`prove`): one
+without COMPLETE, with a file missing, added, cut short or changed in a single byte is damaged and
+never resumed from. A damaged checkpoint newer than the one resumed from is renamed aside
+(`step-00000120.damaged`) and kept until the run writes a checkpoint at its step or later: what
+was trained is never deleted on a guess. A checkpoint written before COMPLETE held SHA-256s (sizes
+only) cannot be proven: it is resumed from, with a warning that same-size damage would go unseen.
 """
 
 import fcntl
@@ -20,16 +24,25 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
+
+from ..packaging.split_encoders import file_sha256
+from ..runs.scratch import current_umask, naming_path, remove_path
 
 CHECKPOINTS_DIR = "checkpoints"
 COMPLETION_MARKER = "COMPLETE"
 LOCK_FILE = ".lock"
 CHECKPOINT_NAME = re.compile(r"step-(\d+)")
+SET_ASIDE_NAME = re.compile(r"step-(\d+)\.damaged(-\d+)?")
+Read = TypeVar("Read")
 
 
 class ResumeError(Exception):
     """A training that cannot start or resume as asked; the message is one line naming the problem."""
+
+
+class CheckpointDamaged(Exception):
+    """A checkpoint that must not be resumed from; the message says why, in a few words."""
 
 
 def checkpoint_name(step: int) -> str:
@@ -39,6 +52,13 @@ def checkpoint_name(step: int) -> str:
 def file_sizes(folder: Path) -> Dict[str, int]:
     """Each file under `folder` (relative path, / separated) → its size in bytes."""
     return {path.relative_to(folder).as_posix(): path.stat().st_size for path in folder.rglob("*") if path.is_file()}
+
+
+def file_records(folder: Path) -> Dict[str, Dict]:
+    """Each file under `folder` → its size and SHA-256, as COMPLETE records them."""
+    return {
+        name: {"bytes": size, "sha256": file_sha256(folder / name)} for name, size in sorted(file_sizes(folder).items())
+    }
 
 
 def sync_tree(folder: Path) -> None:
@@ -56,43 +76,112 @@ def sync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def is_complete(checkpoint: Path) -> bool:
-    """Whether COMPLETE is there and names exactly the files there, at their sizes."""
+def marked_files(checkpoint: Path) -> Dict:
+    """COMPLETE's record of the files: name → {"bytes", "sha256"}, or name → size for a checkpoint
+    written before it held SHA-256s. CheckpointDamaged where it is missing or not such a record."""
     try:
-        expected = json.loads((checkpoint / COMPLETION_MARKER).read_text(encoding="utf8"))["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        marker = json.loads((checkpoint / COMPLETION_MARKER).read_text(encoding="utf8"))
+    except FileNotFoundError:
+        raise CheckpointDamaged(f"no {COMPLETION_MARKER} (its write was cut short)") from None
+    except (OSError, ValueError) as error:
+        raise CheckpointDamaged(f"{COMPLETION_MARKER} cannot be read ({error})") from error
+    files = marker.get("files") if isinstance(marker, dict) else None
+    records = list(files.values()) if isinstance(files, dict) else [None]
+    sizes_only = all(type(record) is int for record in records)
+    hashed = all(isinstance(record, dict) and set(record) == {"bytes", "sha256"} for record in records)
+    if not (sizes_only or hashed) or marker.get("step") != checkpoint_step(checkpoint):
+        raise CheckpointDamaged(f"{COMPLETION_MARKER} is not this checkpoint's record of its files")
+    return files
+
+
+def checkpoint_step(checkpoint: Path) -> Optional[int]:
+    match = CHECKPOINT_NAME.fullmatch(checkpoint.name)
+    return int(match.group(1)) if match else None
+
+
+def prove(checkpoint: Path) -> bool:
+    """Check a checkpoint's files against COMPLETE: the same names, sizes and SHA-256s. True where
+    SHA-256s proved them, False for a checkpoint written before COMPLETE held them (sizes checked
+    only); CheckpointDamaged names the first file that differs."""
+    expected = marked_files(checkpoint)
+    try:
+        found = file_sizes(checkpoint)
+        found.pop(COMPLETION_MARKER, None)
+        missing, added = sorted(expected.keys() - found.keys()), sorted(found.keys() - expected.keys())
+        if missing or added:
+            raise CheckpointDamaged(f"{(missing or added)[0]} is {'missing' if missing else 'not one of its files'}")
+        for name, record in sorted(expected.items()):
+            size = record if type(record) is int else record["bytes"]
+            if found[name] != size:
+                raise CheckpointDamaged(f"{name} is {found[name]} bytes, not the {size} written")
+            if type(record) is not int and file_sha256(checkpoint / name) != record["sha256"]:
+                raise CheckpointDamaged(f"{name} is not the file written (its SHA-256 differs)")
+    except OSError as error:
+        raise CheckpointDamaged(f"cannot be read ({error})") from error
+    return all(type(record) is not int for record in expected.values())
+
+
+def looks_complete(checkpoint: Path) -> bool:
+    """COMPLETE is there and names the files there at their sizes: the cheap check (no hashing) that
+    decides which checkpoints the newest `keep` are."""
+    try:
+        expected = marked_files(checkpoint)
+    except CheckpointDamaged:
         return False
     found = file_sizes(checkpoint)
     found.pop(COMPLETION_MARKER, None)
-    return found == expected
+    sizes = {name: record if type(record) is int else record["bytes"] for name, record in expected.items()}
+    return found == sizes
 
 
 def checkpoint_steps(root: Path) -> List[int]:
     """The steps of the checkpoint folders under `root`, complete or not, newest first."""
     if not root.is_dir():
         return []
-    matches = (CHECKPOINT_NAME.fullmatch(path.name) for path in root.iterdir() if path.is_dir())
-    return sorted((int(match.group(1)) for match in matches if match), reverse=True)
+    steps = (checkpoint_step(path) for path in root.iterdir() if path.is_dir())
+    return sorted((step for step in steps if step is not None), reverse=True)
 
 
-def latest_checkpoint(root: Path, warn: Callable[[str], None]) -> Optional[Path]:
-    """The newest complete checkpoint under `root`; each newer incomplete one is named to `warn`."""
+def set_aside_checkpoints(root: Path) -> List[Path]:
+    """The damaged checkpoints a resume renamed aside and has not passed yet."""
+    return sorted(path for path in root.iterdir() if SET_ASIDE_NAME.fullmatch(path.name)) if root.is_dir() else []
+
+
+def newest_readable(root: Path, read: Callable[[Path], Read]) -> Tuple[Optional[Read], List[Tuple[Path, str]]]:
+    """What `read` gives for the newest checkpoint under `root` it reads without CheckpointDamaged
+    (None: none), and each newer one with the reason it is damaged, newest first."""
+    damaged = []
     for step in checkpoint_steps(root):
         checkpoint = root / checkpoint_name(step)
-        if is_complete(checkpoint):
-            return checkpoint
-        warn(f"{checkpoint}: incomplete (no {COMPLETION_MARKER} or files cut short), not resumed from")
-    return None
+        try:
+            return read(checkpoint), damaged
+        except CheckpointDamaged as reason:
+            damaged.append((checkpoint, str(reason)))
+    return None, damaged
+
+
+def set_aside(checkpoint: Path) -> Path:
+    """Rename a damaged checkpoint to step-N.damaged (or .damaged-2, ...), where no resume reads it
+    and no cleanup removes it until a run passes step N; the new path."""
+    target, number = checkpoint.with_name(f"{checkpoint.name}.damaged"), 1
+    while os.path.lexists(target):
+        number += 1
+        target = checkpoint.with_name(f"{checkpoint.name}.damaged-{number}")
+    checkpoint.rename(target)
+    return target
 
 
 def write_checkpoint(root: Path, step: int, write: Callable[[Path], None], keep: int) -> Path:
-    """Have `write` fill a temporary folder, mark it complete, rename it to step-N; keep the newest `keep`."""
-    partial = Path(tempfile.mkdtemp(prefix=f".{checkpoint_name(step)}.partial-", dir=root))
-    write(partial)
-    marker = {"step": step, "files": file_sizes(partial)}
-    (partial / COMPLETION_MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True), encoding="utf8")
-    sync_tree(partial)
+    """Have `write` fill a temporary folder, mark it complete, rename it to step-N; keep the newest `keep`.
+    An error of the disk (a full one) names the checkpoint."""
     target = root / checkpoint_name(step)
+    with naming_path(target):
+        partial = Path(tempfile.mkdtemp(prefix=f".{checkpoint_name(step)}.partial-", dir=root))
+        os.chmod(partial, 0o777 & ~current_umask())  # mkdtemp's folder is the user's alone
+        write(partial)
+        marker = {"step": step, "files": file_records(partial)}
+        (partial / COMPLETION_MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True), encoding="utf8")
+        sync_tree(partial)
     if target.exists():  # the same step written again (a finished run rerun): the new one replaces it whole
         replaced = Path(tempfile.mkdtemp(prefix=f".{target.name}.replaced-", dir=root))
         target.rename(replaced / target.name)
@@ -101,21 +190,32 @@ def write_checkpoint(root: Path, step: int, write: Callable[[Path], None], keep:
     else:
         partial.rename(target)
     sync_path(root)
-    remove_older_checkpoints(root, keep)
+    remove_older_checkpoints(root, keep, step)
     return target
 
 
-def remove_older_checkpoints(root: Path, keep: int) -> None:
-    """Leave the newest `keep` complete checkpoints; remove the rest, incomplete ones and leftovers of killed writes."""
+def remove_older_checkpoints(root: Path, keep: int, newest: int) -> None:
+    """Leave the newest `keep` complete checkpoints; remove the rest, incomplete ones, the set-aside
+    ones the run has passed (step `newest` written) and leftovers of killed writes."""
     kept = 0
     for step in checkpoint_steps(root):
         checkpoint = root / checkpoint_name(step)
-        if kept < keep and is_complete(checkpoint):
+        if kept < keep and looks_complete(checkpoint):
             kept += 1
         else:
             shutil.rmtree(checkpoint)
+    for aside in set_aside_checkpoints(root):
+        if int(SET_ASIDE_NAME.fullmatch(aside.name).group(1)) <= newest:
+            shutil.rmtree(aside)
     for leftover in root.glob(".step-*"):
         shutil.rmtree(leftover)
+
+
+def remove_all_checkpoints(root: Path) -> None:
+    """Every checkpoint under `root`, set-aside and partial ones too (a training started over)."""
+    for path in root.iterdir():
+        if path.name != LOCK_FILE:
+            remove_path(path)
 
 
 @contextmanager

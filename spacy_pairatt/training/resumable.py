@@ -10,6 +10,11 @@ the recorded dev scores stand in for the evaluations (so "best so far" and patie
 were). At the checkpoint's step it puts back the weights, the optimizer's state, the losses and the
 random states, and the steps after it are those of a run never stopped.
 
+A resume reads the newest checkpoint whose files prove themselves (`checkpoints.prove`) and decode;
+each newer one is named in a warning and set aside. An output that holds a training (model-best,
+model-last, checkpoints) but no checkpoint to resume from is refused: only `restart=True` (the
+command's --restart) starts it over, deleting them.
+
 The batch stream advances under its own Python random state, seeded with the training seed (spaCy
 shuffles with the global one): it is a function of the seed alone, which is what makes it replayable.
 """
@@ -22,7 +27,7 @@ import sys
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Dict, Iterator, List, Optional
+from typing import IO, Any, Callable, Dict, Iterator, List, Optional
 
 import srsly
 from spacy import util
@@ -41,8 +46,23 @@ from spacy.training.loop import (
 from thinc.api import Config, fix_random_seed, set_gpu_allocator
 from wasabi import Printer
 
+from ..runs.scratch import naming_path
 from ..runs.signals import STOP_SIGNALS
-from .checkpoints import CHECKPOINTS_DIR, ResumeError, exclusive_checkpoints, latest_checkpoint, write_checkpoint
+from .checkpoints import (
+    CHECKPOINTS_DIR,
+    CheckpointDamaged,
+    ResumeError,
+    checkpoint_name,
+    checkpoint_step,
+    checkpoint_steps,
+    exclusive_checkpoints,
+    newest_readable,
+    prove,
+    remove_all_checkpoints,
+    set_aside,
+    set_aside_checkpoints,
+    write_checkpoint,
+)
 from .optimizer_state import optimizer_state, restore_optimizer
 from .random_state import random_states, reseed_gpu_generator, restore_random_states
 
@@ -52,6 +72,10 @@ PIPELINE_DIR = "pipeline"
 OPTIMIZER_FILE = "optimizer.msgpack"
 RANDOM_FILE = "random.msgpack"
 PROGRESS_FILE = "progress.json"
+UNPROVEN = (
+    "written before checkpoints recorded SHA-256s: only its files' sizes are checked, so damage that keeps "
+    "a file's size would go unseen; resuming from it"
+)
 
 
 @dataclass
@@ -80,6 +104,19 @@ class Progress:
     config: str = ""
 
 
+@dataclass
+class SavedState:
+    """A checkpoint read back: its folder, its progress and config, the optimizer's and the random
+    states; `proven`: its files passed their SHA-256s (False: a checkpoint with sizes only)."""
+
+    path: Path
+    progress: Progress
+    config: Config
+    optimizer: dict
+    random: dict
+    proven: bool
+
+
 def train_resumable(
     config_path: Path,
     output_path: Path,
@@ -88,11 +125,13 @@ def train_resumable(
     keep: int = 2,
     use_gpu: int = -1,
     overrides: Optional[Dict[str, Any]] = None,
+    restart: bool = False,
     stdout: IO = sys.stdout,
     stderr: IO = sys.stderr,
 ) -> TrainingOutcome:
-    """Train `config_path` into `output_path` as `spacy train` does, resuming from the newest complete
-    checkpoint there. Call `spacy.require_gpu` first for a GPU, as for spaCy's `train`."""
+    """Train `config_path` into `output_path` as `spacy train` does, resuming from the newest checkpoint
+    there that proves itself; `restart`: start over, deleting what the output holds of a training.
+    Call `spacy.require_gpu` first for a GPU, as for spaCy's `train`."""
     if checkpoint_every < 1:
         raise ResumeError(f"--checkpoint-every must be at least 1 step, not {checkpoint_every}")
     if keep < 1:
@@ -100,18 +139,65 @@ def train_resumable(
     output_path = Path(output_path)
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
     with exclusive_checkpoints(output_path / CHECKPOINTS_DIR) as root:
-        checkpoint = latest_checkpoint(root, lambda line: stderr.write(Printer(no_print=True).warn(line) + "\n"))
-        progress = read_progress(checkpoint) if checkpoint else Progress()
-        if checkpoint:
-            check_same_settings(Config().from_str(progress.config, interpolate=False), config, checkpoint)
+        if restart:
+            clean_output_dir(output_path)
+            remove_all_checkpoints(root)
+        saved = None if restart else resumable_state(output_path, root, config, stderr)
+        progress = saved.progress if saved else Progress()
         progress.config = config.to_str()
         nlp = init_nlp(config, use_gpu=use_gpu)
-        run = ResumableRun(nlp, output_path, root, checkpoint, progress, checkpoint_every, keep, use_gpu)
+        run = ResumableRun(nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu)
         return run.train(stdout, stderr)
 
 
-def read_progress(checkpoint: Path) -> Progress:
-    return Progress(**srsly.read_json(checkpoint / PROGRESS_FILE))
+def resumable_state(output_path: Path, root: Path, config: Config, stderr: IO) -> Optional[SavedState]:
+    """The newest checkpoint that reads back whole, trained with `config`'s settings; each newer one,
+    damaged, is named in a warning and set aside. None for an output that holds no training; one that
+    holds a training but no such checkpoint is a ResumeError that says how to start over."""
+    saved, damaged = newest_readable(root, read_checkpoint)
+    if saved is None:
+        trained = trained_paths(output_path, root)
+        if trained:
+            reasons = "".join(f"; {path.name}: {reason}" for path, reason in damaged)
+            raise ResumeError(
+                f"{output_path} holds a training ({', '.join(trained)}) but no checkpoint to resume from"
+                f"{reasons}: add --restart to start over (it deletes them), or train into a new --output"
+            )
+        return None
+    check_same_settings(saved.config, config, saved.path)
+    for path, reason in damaged:  # one line each, unwrapped (wasabi wraps at 80 columns, paths too)
+        kept = set_aside(path).name
+        stderr.write(f"⚠ {path}: damaged, not resumed from ({reason}); kept as {kept} until the run passes it\n")
+    if not saved.proven:
+        stderr.write(f"⚠ {saved.path}: {UNPROVEN}\n")
+    return saved
+
+
+def trained_paths(output_path: Path, root: Path) -> List[str]:
+    """What `output_path` holds of a training: model-best, model-last and checkpoints, damaged ones too."""
+    models = [name for name in (DIR_MODEL_BEST, DIR_MODEL_LAST) if (output_path / name).exists()]
+    checkpoints = [root / checkpoint_name(step) for step in checkpoint_steps(root)] + set_aside_checkpoints(root)
+    return models + [f"{CHECKPOINTS_DIR}/{path.name}" for path in checkpoints]
+
+
+def read_checkpoint(checkpoint: Path) -> SavedState:
+    """A checkpoint's files proven (`prove`) and decoded; CheckpointDamaged for any that fails."""
+    proven = prove(checkpoint)
+    progress_file = checkpoint / PROGRESS_FILE
+    progress = read_part(progress_file, lambda path: Progress(**srsly.read_json(path)))
+    if progress.steps != checkpoint_step(checkpoint):
+        raise CheckpointDamaged(f"{PROGRESS_FILE} records {progress.steps} steps, not {checkpoint_step(checkpoint)}")
+    config = read_part(progress_file, lambda _: Config().from_str(progress.config, interpolate=False))
+    optimizer, randoms = (read_part(checkpoint / name, srsly.read_msgpack) for name in (OPTIMIZER_FILE, RANDOM_FILE))
+    return SavedState(checkpoint, progress, config, optimizer, randoms, proven)
+
+
+def read_part(path: Path, read: Callable[[Path], Any]) -> Any:
+    """`read(path)`; any error reading or decoding the file (its bytes may be damaged) is CheckpointDamaged."""
+    try:
+        return read(path)
+    except Exception as error:  # noqa: BLE001 - a decoder's errors on damaged bytes are of any kind
+        raise CheckpointDamaged(f"{path.name} cannot be read ({type(error).__name__}: {error})") from error
 
 
 def flat_settings(config: Config) -> Dict[str, Any]:
@@ -208,9 +294,10 @@ def stop_requests() -> Iterator[List[str]]:
 class ResumableRun:
     """One call's training: spaCy's `train` (spacy/training/loop.py) with checkpoints and a resume."""
 
-    def __init__(self, nlp, output_path, root, checkpoint, progress, checkpoint_every, keep, use_gpu):
+    def __init__(self, nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu):
         self.nlp, self.output_path, self.root = nlp, output_path, root
-        self.resumed_from, self.progress = checkpoint, progress
+        self.saved: Optional[SavedState] = saved
+        self.resumed_from, self.progress = saved.path if saved else None, progress
         self.checkpoint_every, self.keep = checkpoint_every, keep
         config = nlp.config.interpolate()
         self.seed = config["training"]["seed"]
@@ -308,13 +395,22 @@ class ResumableRun:
         progress.seconds, progress.words = info["seconds"], info["words"]
 
     def restore(self, info: Dict[str, Any]) -> None:
-        """At the last replayed step: the checkpoint's weights, optimizer state, losses and random states."""
-        checkpoint = self.resumed_from
-        self.nlp.from_disk(checkpoint / PIPELINE_DIR, exclude=["config"])  # the config stays this run's
-        restore_optimizer(self.optimizer, self.nlp, srsly.read_msgpack(checkpoint / OPTIMIZER_FILE))
+        """At the last replayed step: the checkpoint's weights, optimizer state, losses and random states.
+        A checkpoint with sizes only may hold damage that only this finds: a one-line error."""
+        saved, self.saved = self.saved, None  # its arrays are the optimizer's from here on
+        try:
+            self.nlp.from_disk(saved.path / PIPELINE_DIR, exclude=["config"])  # the config stays this run's
+            restore_optimizer(self.optimizer, self.nlp, saved.optimizer)
+        except Exception as error:
+            if saved.proven or isinstance(error, ResumeError):
+                raise
+            raise ResumeError(
+                f"{saved.path} cannot be restored ({type(error).__name__}: {error}): it is damaged though its sizes "
+                f"are right; move it aside to resume from an older checkpoint, or add --restart to start over"
+            ) from error
         info["losses"].update(self.progress.losses)  # the loop's own dict: it goes on adding to it
         self.seconds_offset, self.words_offset = self.progress.seconds - info["seconds"], self.progress.words
-        restore_random_states(srsly.read_msgpack(checkpoint / RANDOM_FILE))
+        restore_random_states(saved.random)
 
     def write_checkpoint(self) -> int:
         """A checkpoint of the steps done so far; their number."""
@@ -330,11 +426,13 @@ class ResumableRun:
         return progress.steps
 
     def save_pipelines(self, is_best: bool) -> None:
-        """model-last, and model-best when `is_best`, as spaCy's `train` writes them (with the averages)."""
+        """model-last, and model-best when `is_best`, as spaCy's `train` writes them (with the averages);
+        an error of the disk (a full one) names the folder."""
         last, best = self.output_path / DIR_MODEL_LAST, self.output_path / DIR_MODEL_BEST
-        with self.nlp.use_params(self.optimizer.averages):
+        with naming_path(last), self.nlp.use_params(self.optimizer.averages):
             self.before_to_disk(self.nlp).to_disk(last)
         if is_best:
-            if best.exists():
-                shutil.rmtree(best)
-            shutil.copytree(last, best)
+            with naming_path(best):
+                if best.exists():
+                    shutil.rmtree(best)
+                shutil.copytree(last, best)

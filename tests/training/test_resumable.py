@@ -1,5 +1,6 @@
 """Resumable training: a run stopped by SIGTERM and resumed ends where a run never stopped ends,
-weights and dev scores alike; a checkpoint cut short is never the one resumed from.
+weights and dev scores alike; a checkpoint cut short or damaged in any byte is never the one resumed
+from, and what was trained is never deleted unless --restart asks.
 
 On the tiny random BERT and 60 EWT train sentences, 25 steps (0 to 24): about 70 s of CPU in all for
 the three trainings (straight, stopped, resumed), so far fewer steps than the issue's 2,000, which would
@@ -7,8 +8,12 @@ take 20 minutes; the run goes into a third epoch and crosses four evaluations an
 which is where a resume can go wrong.
 """
 
+import hashlib
+import io
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,14 +27,17 @@ from spacy.tokens import DocBin
 
 from spacy_pairatt.training.checkpoints import (
     COMPLETION_MARKER,
+    CheckpointDamaged,
     ResumeError,
     checkpoint_name,
-    latest_checkpoint,
+    newest_readable,
+    prove,
     write_checkpoint,
 )
 from spacy_pairatt.training.optimizer_state import pipe_models
-from spacy_pairatt.training.resumable import train_resumable
+from spacy_pairatt.training.resumable import read_checkpoint, resumable_state, train_resumable
 from tests.conftest import REPO, UD_DIR, read_conllu_sentences
+from tests.full_disk import disk_full_after
 
 CONFIG = REPO / "configs" / "parser_minilm.cfg"
 STEPS = 24  # training.max_steps: steps 0 to 24, 25 in all
@@ -82,7 +90,9 @@ def resumed_run(overrides, tmp_path_factory):
 
 
 def final_checkpoint(output):
-    return latest_checkpoint(output / "checkpoints", print)
+    saved, damaged = newest_readable(output / "checkpoints", read_checkpoint)
+    assert damaged == []
+    return saved.path
 
 
 def model_weights(path):
@@ -156,23 +166,183 @@ def test_a_checkpoint_cut_short_is_never_resumed_from(tmp_path):
     truncated, unmarked = (write_checkpoint(tmp_path, step, write, keep=4) for step in (5, 6))
     os.truncate(truncated / "weights.bin", 10)
     (unmarked / COMPLETION_MARKER).unlink()
-    warnings = []
-    assert latest_checkpoint(tmp_path, warnings.append) == complete
-    assert [line.split(":")[0] for line in warnings] == [str(unmarked), str(truncated)]
-    assert json.loads((complete / COMPLETION_MARKER).read_text())["files"] == {"weights.bin": 1000}
+    found, damaged = newest_readable(tmp_path, lambda checkpoint: prove(checkpoint) and checkpoint)
+    assert found == complete
+    assert damaged == [(unmarked, f"no {COMPLETION_MARKER} (its write was cut short)"),
+                       (truncated, "weights.bin is 10 bytes, not the 1000 written")]  # fmt: skip
+    assert json.loads((complete / COMPLETION_MARKER).read_text())["files"] == {
+        "weights.bin": {"bytes": 1000, "sha256": hashlib.sha256(b"\0" * 1000).hexdigest()}
+    }
     write_checkpoint(tmp_path, 7, write, keep=1)  # the older, the cut-short and the partial folders go
     assert sorted(path.name for path in tmp_path.iterdir()) == [checkpoint_name(7)]
 
 
-def test_a_stop_signal_the_command_was_started_ignoring_stays_ignored():
-    """`nohup` ignores SIGHUP: a closed terminal must not stop the training (the policy of every command)."""
-    from spacy_pairatt.training.resumable import stop_requests
+def flip_bytes(path, count=16):
+    """`count` bytes in the middle of a file inverted: its size stays."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + count] = bytes(255 - byte for byte in data[middle : middle + count])
+    path.write_bytes(bytes(data))
 
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+def edit_steps(path):
+    """progress.json still valid JSON, of the same size, claiming 24 steps for 25 (as a user might edit it)."""
+    text = path.read_text()
+    edited = re.sub(r'("steps":\s*)25\b', r"\g<1>24", text)
+    assert edited != text
+    path.write_text(edited)
+
+
+def cut_short(path):
+    os.truncate(path, path.stat().st_size - 10)
+
+
+def add_notes(path):
+    path.write_text("a file of the user's")
+
+
+def garble(path):
+    path.write_text("{not json")
+
+
+# What is damaged in the newest checkpoint, how, and the reason a resume must give (a regular expression).
+DAMAGE = [
+    pytest.param("pipeline/transformer/model", flip_bytes, "pipeline/transformer/model is not the file", id="weights"),
+    pytest.param("optimizer.msgpack", flip_bytes, r"optimizer\.msgpack is not the file written", id="optimizer"),
+    pytest.param("random.msgpack", flip_bytes, r"random\.msgpack is not the file written", id="random"),
+    pytest.param("progress.json", flip_bytes, r"progress\.json is not the file written", id="progress"),
+    pytest.param("progress.json", edit_steps, r"progress\.json is not the file written", id="progress-edited"),
+    pytest.param("optimizer.msgpack", cut_short, r"optimizer\.msgpack is \d+ bytes, not the \d+ written", id="cut"),
+    pytest.param("random.msgpack", os.unlink, r"random\.msgpack is missing", id="missing"),
+    pytest.param("pipeline/notes.txt", add_notes, "pipeline/notes.txt is not one of its files", id="added"),
+    pytest.param(COMPLETION_MARKER, os.unlink, f"no {COMPLETION_MARKER}", id="no-marker"),
+    pytest.param(COMPLETION_MARKER, garble, f"{COMPLETION_MARKER} cannot be read", id="marker"),
+]
+
+
+def training_config(overrides):
+    """The config as train_resumable reads it."""
+    return spacy.util.load_config(CONFIG, overrides=overrides, interpolate=False)
+
+
+def checkpoint_folders(root):
+    return sorted(path.name for path in root.iterdir() if path.is_dir())
+
+
+@pytest.fixture
+def trained_copy(resumed_run, tmp_path):
+    """A copy of the resumed run's output: model-best, model-last and checkpoints 20 and 25."""
+    output = tmp_path / "output"
+    shutil.copytree(resumed_run, output)
+    return output
+
+
+@pytest.mark.parametrize("name,damage,reason", DAMAGE)
+def test_a_damaged_checkpoint_is_named_set_aside_and_the_one_before_resumed_from(
+    trained_copy, overrides, name, damage, reason
+):
+    root = trained_copy / "checkpoints"
+    newest = root / checkpoint_name(STEPS + 1)
+    damage(newest / name)
+    warnings = io.StringIO()
+    saved = resumable_state(trained_copy, root, training_config(overrides), warnings)
+    assert saved.path == root / checkpoint_name(20) and saved.proven and saved.progress.steps == 20
+    assert re.search(rf"{re.escape(str(newest))}: damaged, not resumed from \({reason}", warnings.getvalue())
+    assert checkpoint_folders(root) == [checkpoint_name(20), f"{checkpoint_name(STEPS + 1)}.damaged"]
+
+
+def test_a_checkpoint_with_sizes_only_is_resumed_from_with_a_warning_and_its_decode_errors_found(
+    trained_copy, overrides
+):
+    """Checkpoints written before COMPLETE held SHA-256s: same-size damage that breaks a file's decoding
+    is still found; the newest that reads is resumed from, named as not proven."""
+    root = trained_copy / "checkpoints"
+    for step in (20, STEPS + 1):
+        marker_path = root / checkpoint_name(step) / COMPLETION_MARKER
+        marker = json.loads(marker_path.read_text())
+        marker["files"] = {name: record["bytes"] for name, record in marker["files"].items()}
+        marker_path.write_text(json.dumps(marker))
+    newest = root / checkpoint_name(STEPS + 1)
+    (newest / "progress.json").write_text("x" * (newest / "progress.json").stat().st_size)
+    with pytest.raises(CheckpointDamaged, match=r"^progress\.json cannot be read \("):
+        read_checkpoint(newest)
+    warnings = io.StringIO()
+    saved = resumable_state(trained_copy, root, training_config(overrides), warnings)
+    assert saved.path == root / checkpoint_name(20) and not saved.proven
+    assert f"{saved.path}: written before checkpoints recorded SHA-256s" in warnings.getvalue()
+
+
+def test_a_damaged_checkpoint_is_kept_until_the_run_passes_it_and_the_run_ends_as_a_straight_run(
+    straight_run, trained_copy, overrides
+):
+    """Step 25 damaged: the run resumes from step 20 and stops at 22 (a lower max_steps), keeping the
+    damaged one aside; continued, it writes step 25 again, drops the damaged one and ends as a straight run."""
+    root = trained_copy / "checkpoints"
+    flip_bytes(root / checkpoint_name(STEPS + 1) / "pipeline" / "transformer" / "model")
+    shorter = {**overrides, "training.max_steps": 21}
+    stopped = train_resumable(CONFIG, trained_copy, checkpoint_every=5, overrides=shorter)
+    assert stopped.resumed_from == root / checkpoint_name(20) and stopped.steps == 22
+    aside = f"{checkpoint_name(STEPS + 1)}.damaged"
+    assert checkpoint_folders(root) == [checkpoint_name(20), checkpoint_name(22), aside]
+    finished = train_resumable(CONFIG, trained_copy, checkpoint_every=5, overrides=overrides)
+    assert finished.resumed_from == root / checkpoint_name(22) and finished.steps == STEPS + 1
+    assert checkpoint_folders(root) == [checkpoint_name(22), checkpoint_name(STEPS + 1)]
+    for before, after in zip(model_weights(straight_run / "model-last"), model_weights(trained_copy / "model-last")):
+        numpy.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-6)
+    straight, resumed = (srsly.read_json(run / "model-last" / "meta.json") for run in (straight_run, trained_copy))
+    assert scores_and_losses(straight)[0] == scores_and_losses(resumed)[0]
+
+
+@pytest.mark.parametrize("removed", ["both checkpoints damaged", "checkpoints deleted"])
+def test_a_training_with_no_checkpoint_to_resume_from_is_refused_and_left_as_it_was(trained_copy, overrides, removed):
+    root = trained_copy / "checkpoints"
+    if removed == "checkpoints deleted":
+        shutil.rmtree(root)
+        expected = r"holds a training \(model-best, model-last\) but no checkpoint to resume from: add --restart"
+    else:
+        for step in (20, STEPS + 1):
+            flip_bytes(root / checkpoint_name(step) / "optimizer.msgpack")
+        expected = (
+            r"holds a training \(model-best, model-last, checkpoints/step-00000025, checkpoints/step-00000020\) but "
+            r"no checkpoint to resume from; step-00000025: optimizer\.msgpack is not the file written .*; "
+            r"step-00000020: .*: add --restart to start over"
+        )
+    before = {path: path.read_bytes() for path in trained_copy.rglob("*") if path.is_file() and path.name != ".lock"}
+    with pytest.raises(ResumeError, match=expected):
+        train_resumable(CONFIG, trained_copy, checkpoint_every=5, overrides=overrides)
+    after = {path: path.read_bytes() for path in trained_copy.rglob("*") if path.is_file() and path.name != ".lock"}
+    assert after == before
+
+
+def test_restart_starts_over_and_deletes_what_was_there(trained_copy, overrides):
+    root = trained_copy / "checkpoints"
+    flip_bytes(root / checkpoint_name(20) / "optimizer.msgpack")
+    set_aside = root / f"{checkpoint_name(30)}.damaged"
+    shutil.copytree(root / checkpoint_name(20), set_aside)
+    outcome = train_resumable(
+        CONFIG, trained_copy, checkpoint_every=5, overrides={**overrides, "training.max_steps": 2}, restart=True
+    )
+    assert outcome.resumed_from is None and outcome.steps == 3
+    assert checkpoint_folders(root) == [checkpoint_name(3)]
+    assert srsly.read_json(trained_copy / "model-last" / "meta.json")["performance"]["dep_uas"] is not None
+
+
+def test_a_checkpoint_folder_is_made_as_the_umask_says(tmp_path):
+    """mkdtemp makes its folder for its owner alone; a checkpoint is as shareable as the rest of the output."""
+    previous = os.umask(0o027)
     try:
-        with stop_requests() as received:
-            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
-            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN
-        assert received == [] and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+        checkpoint = write_checkpoint(tmp_path, 1, lambda folder: (folder / "a").write_text("a"), keep=1)
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        os.umask(previous)
+    assert checkpoint.stat().st_mode & 0o777 == 0o750
+
+
+def test_a_full_disk_while_a_checkpoint_is_written_names_it(tmp_path):
+    """write() of a full disk names no file: the error names the checkpoint (a one-line error of the command)."""
+
+    def large(folder):
+        (folder / "weights.bin").write_bytes(b"\0" * 100_000)
+
+    with pytest.raises(OSError) as raised, disk_full_after(10_000):
+        write_checkpoint(tmp_path, 1, large, keep=1)
+    assert raised.value.filename == str(tmp_path / checkpoint_name(1)) and raised.value.strerror == "File too large"
