@@ -29,6 +29,7 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from spacy.language import Language
@@ -56,6 +57,7 @@ ELF_MAGIC = b"\x7fELF"
 
 _training_process = False  # this process trains: under jemalloc its own timed purging stays on
 _training_thresholds_set = False  # training fixed glibc's thresholds: parsing leaves them as they are
+_newest_bound: Optional["ParsingHeapBound"] = None  # the newest pairatt_bounded_memory pipe's
 
 
 # --- jemalloc: its control function, where it is this process's malloc --------------------------------
@@ -231,7 +233,8 @@ class ParsingHeapBound:
     first words it maps arrays from PARSING_MMAP_THRESHOLD_BYTES up (glibc) or holds jemalloc's freed
     pages (`hold_freed_pages`), unless training has bounded the heap. Does nothing under another allocator.
 
-    One per process (`parsing_heap_bound`), since the heap is the process's.
+    One per `pairatt_bounded_memory` pipe, with that pipe's settings and its count of words: two
+    pipelines in a process each hand the process's free heap back by their own settings.
     """
 
     def __init__(self, words_between_checks: int = WORDS_BETWEEN_CHECKS, min_growth_bytes: Optional[int] = None):
@@ -292,10 +295,24 @@ def set_mmap_threshold(size: int) -> None:
         libc.mallopt(M_MMAP_THRESHOLD, size)
 
 
-@functools.lru_cache(maxsize=None)
 def parsing_heap_bound() -> ParsingHeapBound:
-    """The process's heap bound, made when the first `pairatt_bounded_memory` pipe is."""
-    return ParsingHeapBound()
+    """The bound of the newest `pairatt_bounded_memory` pipe made in this process (one with the default
+    settings before any): where a process with one bounded pipeline reads its returns."""
+    global _newest_bound
+    if _newest_bound is None:
+        _newest_bound = ParsingHeapBound()
+    return _newest_bound
+
+
+class BoundedMemory:
+    """The `pairatt_bounded_memory` pipe: counts the words its pipeline parses for its own `bound`."""
+
+    def __init__(self, bound: ParsingHeapBound):
+        self.bound = bound
+
+    def __call__(self, doc: Doc) -> Doc:
+        self.bound.parsed(len(doc))
+        return doc
 
 
 @Language.factory(
@@ -304,24 +321,18 @@ def parsing_heap_bound() -> ParsingHeapBound:
 )
 def make_bounded_memory(
     nlp: Language, name: str, words_between_checks: int, min_growth_mb: Optional[int]
-) -> Callable[[Doc], Doc]:
-    """A pipe that counts the words its pipeline parses for the process's `ParsingHeapBound`; put it last.
-    min_growth_mb: the RSS growth that hands the free heap back (None: the allocator's)."""
+) -> BoundedMemory:
+    """A pipe with a `ParsingHeapBound` of its own settings, counting the words its pipeline parses; put
+    it last. min_growth_mb: the RSS growth that hands the free heap back (None: the allocator's)."""
+    global _newest_bound
     if words_between_checks < 1 or (min_growth_mb is not None and min_growth_mb < 1):
         raise ValueError(
             f"[components.{name}] words_between_checks and min_growth_mb must be 1 or more "
             f"(got {words_between_checks} and {min_growth_mb})"
         )
-    bound = parsing_heap_bound()
-    bound.words_between_checks = words_between_checks
-    if min_growth_mb is not None:
-        bound.min_growth_bytes = min_growth_mb * 2**20
-
-    def count_words(doc: Doc) -> Doc:
-        bound.parsed(len(doc))
-        return doc
-
-    return count_words
+    growth = None if min_growth_mb is None else min_growth_mb * 2**20
+    _newest_bound = ParsingHeapBound(words_between_checks, growth)
+    return BoundedMemory(_newest_bound)
 
 
 @registry.callbacks("spacy-pairatt.bounded_memory.v1")
@@ -388,19 +399,26 @@ def environment_with_jemalloc(environ: Mapping[str, str]) -> Optional[dict]:
     return preloading(environ, [library, *libraries])
 
 
-def started_as_command_line() -> bool:
-    """True where this process is `python -m spacy_pairatt ...` itself: only then may it replace itself
-    (a script that runs the command line in-process keeps its own process)."""
-    return getattr(sys, "orig_argv", [])[1:3] == ["-m", "spacy_pairatt"]
+def command_line_start() -> Optional[List[str]]:
+    """`python [OPTIONS] -m spacy_pairatt` as this process was started, its interpreter options kept
+    (-u, -X ..., -W ...), where this process is that command line itself; None otherwise (a script
+    that runs the command line in-process, which keeps its process)."""
+    started, arguments = list(getattr(sys, "orig_argv", [])), sys.argv[1:]
+    start = started[: len(started) - len(arguments)]
+    main = Path(sys.argv[0]) if sys.argv else Path()
+    if started[len(start) :] != arguments or (main.parent.name, main.name) != ("spacy_pairatt", "__main__.py"):
+        return None
+    return start if len(start) > 1 and start[-1].endswith("spacy_pairatt") else None
 
 
 def restart_with_jemalloc(arguments: Sequence[str]) -> None:
-    """Replace this process by `python -m spacy_pairatt ARGUMENTS` under jemalloc, where this process is
-    that command line and a restart would give it jemalloc (`environment_with_jemalloc`)."""
-    if not started_as_command_line():
+    """Replace this process by `python [OPTIONS] -m spacy_pairatt ARGUMENTS` under jemalloc, where this
+    process is that command line and a restart would give it jemalloc (`environment_with_jemalloc`)."""
+    start = command_line_start()
+    if start is None:
         return
     environ = environment_with_jemalloc(os.environ)
     if environ is not None:
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execve(sys.executable, [sys.executable, "-m", "spacy_pairatt", *arguments], environ)
+        os.execve(sys.executable, [sys.executable, *start[1:], *arguments], environ)

@@ -125,16 +125,35 @@ def test_the_opt_in_callback_adds_the_pipe_once_and_it_counts_every_parsed_word(
     nlp = make_pipeline(tiny_bert_dir)
     nlp.initialize(lambda: examples_from_docs(nlp, ud_train_docs[:5]))
     nlp.to_disk(tmp_path / "plain")
-    memory.parsing_heap_bound.cache_clear()
     bounded = spacy.load(tmp_path / "plain", config=BOUNDED_MEMORY)
     assert bounded.pipe_names[-1] == "pairatt_bounded_memory"
+    bound = bounded.get_pipe("pairatt_bounded_memory").bound
+    assert memory.parsing_heap_bound() is bound
     bounded.to_disk(tmp_path / "bounded")
     assert spacy.load(tmp_path / "bounded").pipe_names.count("pairatt_bounded_memory") == 1
-    bound = memory.parsing_heap_bound()
     docs = list(bounded.pipe([doc.text for doc in ud_train_docs[:30]], batch_size=8))
     assert bound.words == sum(len(doc) for doc in docs) % bound.words_between_checks
     assert fake_glibc.settings == [(memory.M_MMAP_THRESHOLD, memory.PARSING_MMAP_THRESHOLD_BYTES)]
     assert memory.ParsingHeapBound().started is False  # nothing before the first words
+
+
+def test_each_pipe_hands_the_heap_back_by_its_own_settings(monkeypatch, fake_glibc):
+    """The issue's case: the process's one bound took the last pipe's settings, and a later pipe with the
+    default growth kept an earlier pipe's min_growth_mb."""
+    rss = {"now": 500 * MB}
+    monkeypatch.setattr(memory, "resident_bytes", lambda: rss["now"])
+    eager, default = spacy.blank("en"), spacy.blank("en")
+    eager.add_pipe("pairatt_bounded_memory", config={"words_between_checks": 5, "min_growth_mb": 16})
+    default.add_pipe("pairatt_bounded_memory")
+    eager_bound, default_bound = (nlp.get_pipe("pairatt_bounded_memory").bound for nlp in (eager, default))
+    assert memory.parsing_heap_bound() is default_bound
+    rss["now"] += 20 * MB
+    default(" ".join(["word"] * 1000))  # 20 MB is below glibc's default growth: nothing handed back
+    assert fake_glibc.trims == [] and default_bound.min_growth_bytes == memory.MIN_GROWTH_BYTES["glibc"]
+    eager("one two three four five")
+    assert fake_glibc.trims == [0] and (eager_bound.returns, default_bound.returns) == (1, 0)
+    assert (eager_bound.words_between_checks, eager_bound.min_growth_bytes) == (5, 16 * MB)
+    assert default_bound.words_between_checks == memory.WORDS_BETWEEN_CHECKS
 
 
 @pytest.mark.parametrize("setting", [{"words_between_checks": 0}, {"min_growth_mb": -1}])
@@ -311,13 +330,34 @@ def test_a_library_path_that_cannot_work_is_named_in_one_line(tmp_path, name, pr
         jemalloc_library({ALLOCATOR_VARIABLE: str(path)})
 
 
+MAIN_MODULE = str(ROOT / "spacy_pairatt" / "__main__.py")  # sys.argv[0] of `python -m spacy_pairatt`
+
+
 def test_only_the_command_line_itself_restarts(monkeypatch):
     """A script that runs the command line in-process (runpy) keeps its process, argv and stdin."""
-    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "script.py"], raising=False)
+    arguments = ["parse", "model", "-", "--bounded-memory"]
+    monkeypatch.setattr(memory, "environment_with_jemalloc", lambda environ: {"LD_PRELOAD": "libjemalloc.so.2"})
     monkeypatch.setattr(os, "execve", lambda *args: pytest.fail("restarted"))
-    memory.restart_with_jemalloc(["parse", "model", "-"])
-    monkeypatch.setattr(sys, "orig_argv", [sys.executable, "-m", "spacy_pairatt", "parse"], raising=False)
-    assert memory.started_as_command_line()
+    for started, argv in (([sys.executable, "script.py", *arguments], ["script.py", *arguments]),
+                          ([sys.executable, "-c", "..."], [MAIN_MODULE, *arguments])):  # fmt: skip
+        monkeypatch.setattr(sys, "orig_argv", started, raising=False)
+        monkeypatch.setattr(sys, "argv", argv)
+        memory.restart_with_jemalloc(arguments)
+
+
+@pytest.mark.parametrize("options", [[], ["-u"], ["-X", "importtime", "-W", "ignore", "-B"], ["-u", "-mspacy_pairatt"]])
+def test_the_restart_keeps_the_interpreters_options(monkeypatch, options):
+    """The issue's case: `python -u -m spacy_pairatt parse --bounded-memory` skipped the restart, silently."""
+    arguments = ["parse", "model", "-", "--bounded-memory"]
+    module = [] if options[-1:] == ["-mspacy_pairatt"] else ["-m", "spacy_pairatt"]
+    monkeypatch.setattr(sys, "orig_argv", ["python", *options, *module, *arguments], raising=False)
+    monkeypatch.setattr(sys, "argv", [MAIN_MODULE, *arguments])
+    monkeypatch.setattr(memory, "environment_with_jemalloc", lambda environ: {"LD_PRELOAD": "libjemalloc.so.2"})
+    restarted = []
+    monkeypatch.setattr(os, "execve", lambda path, argv, environ: restarted.append((path, argv, environ)))
+    memory.restart_with_jemalloc(arguments)
+    command = [sys.executable, *options, *module, *arguments]
+    assert restarted == [(sys.executable, command, {"LD_PRELOAD": "libjemalloc.so.2"})]
 
 
 # Frees 64 MB (a run jemalloc would purge the moment it is freed) once parsing has started its heap bound,
