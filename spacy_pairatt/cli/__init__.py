@@ -4,7 +4,6 @@ import argparse
 import os
 import sys
 
-from ..reporting import provenance  # noqa: F401 (results files name the code as it was when the command started)
 from ..runs.signals import stop_signals_interrupt
 from . import (
     ablation,
@@ -39,6 +38,7 @@ COMMAND_GROUPS = (
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
+    parser.set_defaults(records_provenance=True)  # a command that writes no results sets it False
     commands = parser.add_subparsers(dest="command", required=True)
     for group in COMMAND_GROUPS:
         group.add_commands(commands)
@@ -55,6 +55,8 @@ def main(argv=None) -> None:
     if unknown:
         args.config_overrides = unknown  # spaCy's --section.key value, for the commands that train
     command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
+    if args.records_provenance:  # results files name the code as it was when the command started (git asked now)
+        from ..reporting import provenance  # noqa: F401
     try:
         with stop_signals_interrupt():
             args.func(args)

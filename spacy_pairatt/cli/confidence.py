@@ -208,4 +208,4 @@ def add_commands(commands) -> None:
     reviewing.add_argument("--batch-size", type=at_least_one, default=64, help="documents per batch (default: 64)")
     reviewing.add_argument("--json", action="store_true", help="one JSON object per sentence instead of text")
     reviewing.add_argument("--output", help="file to write (default: stdout)")
-    reviewing.set_defaults(func=review)
+    reviewing.set_defaults(func=review, records_provenance=False)

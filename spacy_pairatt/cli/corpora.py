@@ -116,7 +116,7 @@ def add_commands(commands) -> None:
     fetch = commands.add_parser("fetch-ud", help="UD English-EWT 2.16 into a folder (local copy or download)")
     fetch.add_argument("dest")
     fetch.add_argument("--local", help="folder with a local copy of the .conllu files, used when present")
-    fetch.set_defaults(func=fetch_ud)
+    fetch.set_defaults(func=fetch_ud, records_provenance=False)
     documents = commands.add_parser(
         "ud-docs", help="a CoNLL-U file to a .spacy file of its documents (a blank line between paragraphs)"
     )
@@ -127,19 +127,19 @@ def add_commands(commands) -> None:
         action="store_true",
         help="a Doc per paragraph with every annotation (the UD pipeline's training Docs), not a Doc per document",
     )
-    documents.set_defaults(func=ud_docs)
+    documents.set_defaults(func=ud_docs, records_provenance=False)
     fetch_treebank = commands.add_parser(
         "fetch-ptb", help="NLTK's PTB dependency sample (non-commercial) into a folder (local copy or download)"
     )
     fetch_treebank.add_argument("dest")
     fetch_treebank.add_argument("--local", help="folder holding dependency_treebank/ (a local copy), used when present")
-    fetch_treebank.set_defaults(func=ptb)
+    fetch_treebank.set_defaults(func=ptb, records_provenance=False)
     convert_treebank = commands.add_parser(
         "ptb-convert", help="the PTB sample to train/dev/test .spacy files (80/10/10 of the files, in order)"
     )
     convert_treebank.add_argument("src_dir", metavar="SRC_DIR", help="folder holding dependency_treebank/")
     convert_treebank.add_argument("out_dir", metavar="OUT_DIR")
-    convert_treebank.set_defaults(func=ptb)
+    convert_treebank.set_defaults(func=ptb, records_provenance=False)
     for corpus, what, local, splits in (
         ("semeval", "SemEval-2010 Task 8 train and test files", "SemEval2010_task8_all_data/", "train/dev/test"),
         ("docred", "Re-DocRED dev_revised.json and test_revised.json", "the two files", "train/tune/test"),
@@ -147,10 +147,10 @@ def add_commands(commands) -> None:
         fetch_corpus = commands.add_parser(f"fetch-{corpus}", help=f"{what} into a folder (local copy or download)")
         fetch_corpus.add_argument("dest")
         fetch_corpus.add_argument("--local", help=f"folder holding {local} (a local copy), used when present")
-        fetch_corpus.set_defaults(func=fetch_relation_data)
+        fetch_corpus.set_defaults(func=fetch_relation_data, records_provenance=False)
         convert = commands.add_parser(f"{corpus}-convert", help=f"{what} to {splits} .spacy files")
         convert.add_argument("src_dir", metavar="SRC_DIR", help=f"folder holding {local}")
         convert.add_argument("out_dir", metavar="OUT_DIR")
-        convert.set_defaults(func=convert_relation_data)
+        convert.set_defaults(func=convert_relation_data, records_provenance=False)
         if corpus == "semeval":
             convert.add_argument("--markers", action="store_true", help='"$ e1 $" and "# e2 #" in the text')

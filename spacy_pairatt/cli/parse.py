@@ -129,4 +129,4 @@ def add_commands(commands) -> None:
         "--shard-size", type=at_least_one, default=1000, help="documents per Dask task and output file (default: 1000)"
     )
     parsing.add_argument("--verbose", action="store_true", help="with Dask: show its logs, the workers' too")
-    parsing.set_defaults(func=parse)
+    parsing.set_defaults(func=parse, records_provenance=False)

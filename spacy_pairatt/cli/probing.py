@@ -3,11 +3,10 @@
 
 from pathlib import Path
 
-from ..reporting.provenance import command_as_typed
-
 
 def probe(args) -> None:
     """Probe a frozen encoder's pair features for dependency arcs (see docs/probing.md)."""
+    from ..reporting.provenance import command_as_typed
     from ..study.probe_report import write_probe_report
     from ..study.probing import run_probe
 
@@ -34,6 +33,7 @@ def probe(args) -> None:
 
 def visualize(args) -> None:
     """attention / relation maps, a displaCy parse, or training curves (see docs/probing.md)."""
+    from ..reporting.provenance import command_as_typed
     from ..study import visualize as pictures
     from ..study.probe_report import PICTURE_BLOCKS
 

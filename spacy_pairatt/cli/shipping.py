@@ -75,11 +75,11 @@ def add_commands(commands) -> None:
     assembly.add_argument(
         "--notes", help="Markdown that ends the model card (in a checkout: python -m docs_build --model-card writes it)"
     )
-    assembly.set_defaults(func=assemble)
+    assembly.set_defaults(func=assemble, records_provenance=False)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")
     demonstration.add_argument("model")
     demonstration.add_argument("--output", help="HTML file for the displaCy rendering")
     demonstration.add_argument(
         "--text", action="append", help="a text to parse (repeatable); default: built-in examples"
     )
-    demonstration.set_defaults(func=demo)
+    demonstration.set_defaults(func=demo, records_provenance=False)

@@ -38,7 +38,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     tokenize.add_argument("tokenizer", help="blank:LANG (spaCy's tokenizer) or a config file (its [nlp.tokenizer])")
     tokenize.add_argument("input", help="text file, one document a line (ud-text writes one), or - for stdin")
     tokenize.add_argument("--output", help="CoNLL-U file to write (default: stdout)")
-    tokenize.set_defaults(func=ud_tokenize)
+    tokenize.set_defaults(func=ud_tokenize, records_provenance=False)
     evaluation = commands.add_parser(
         "tokenizer-eval", help="spaCy's English tokenizer against a config's, Tokens and Words F1 on UD treebanks"
     )

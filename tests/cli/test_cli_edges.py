@@ -160,3 +160,25 @@ def test_assemble_into_a_link_replaces_the_pipeline_it_names(fast_model, tmp_pat
     assert sorted(path.name for path in tmp_path.iterdir()) == ["builds", "current"]
     assert [path.name for path in shipped.parent.iterdir()] == ["shipped"]
 
+
+def test_a_parse_from_a_checkout_asks_git_nothing(fast_model, tmp_path):  # noqa: F811
+    """Only a command that writes results names the code it ran (`git rev-parse`, `git status`): a parse
+    from a checkout runs no git; `table`, which writes results, does (the fake git is seen)."""
+    calls, fake = tmp_path / "git-calls", tmp_path / "bin" / "git"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
+    fake.chmod(0o755)
+    source = tmp_path / "in.txt"
+    source.write_text("A sentence .\n")
+    environ = {key: value for key, value in os.environ.items() if key != "SPACY_PAIRATT_SOURCE_STAMP"}
+    environ["PATH"] = f"{fake.parent}{os.pathsep}{environ['PATH']}"
+
+    def run(*argv):
+        command = [sys.executable, "-m", "spacy_pairatt", *argv]
+        return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=environ, timeout=300)
+
+    parsed = run("parse", fast_model, str(source), "--no-progress")
+    assert parsed.returncode == 0 and "\tsentence\t" in parsed.stdout, parsed.stderr
+    assert not calls.exists()
+    assert run("table", "not-a-spec").returncode == 1
+    assert "rev-parse HEAD" in calls.read_text()
