@@ -42,6 +42,19 @@ def fused_attention(
     bias = torch.cat([linear.bias for linear in projections])
     head_size = weight.shape[0] // (3 * n_heads)
     qkv = nn.functional.linear(hidden_states, weight, bias).view(batch, width, 3, n_heads, head_size)
+    device_type = hidden_states.device.type
+    if torch.is_autocast_enabled(device_type):
+        # Under bfloat16 autocast (layers/precision.py) the (B, H, P, P) part stays float32: a few
+        # percent of the layer's products, and the weights leave the encoder as float32 anyway. In
+        # bfloat16 the encoder alone ran 7% faster, the parser pipeline 7% slower (the casts).
+        with torch.autocast(device_type, enabled=False):
+            return attend(qkv.float(), additive.float(), dropout)
+    return attend(qkv, additive, dropout)
+
+
+def attend(qkv: torch.Tensor, additive: torch.Tensor, dropout: nn.Module) -> Tuple[torch.Tensor, torch.Tensor]:
+    """`fused_attention` from the projected (B, P, 3, H, d) queries, keys and values on."""
+    batch, width, _, n_heads, head_size = qkv.shape
     query, key, value = (part.reshape(batch * n_heads, width, head_size) for part in qkv.permute(2, 0, 3, 1, 4))
     additive = additive.expand(batch, n_heads, additive.shape[-2], width).reshape(batch * n_heads, -1, width)
     scores = torch.baddbmm(additive, query, key.transpose(1, 2), alpha=1 / math.sqrt(head_size))
