@@ -111,6 +111,7 @@ def review(args) -> None:
     from ..parse_files.parsing import StopAtError, load_pipeline, parse_docs
     from ..parse_files.reading import SOURCE_KEY, read_documents
     from ..parse_files.writing import json_record_line
+    from ..runs.scratch import naming_path
 
     try:
         check_output_is_not_input(args.input, args.output)
@@ -135,12 +136,13 @@ def review(args) -> None:
         raise SystemExit(f"python -m spacy_pairatt review: error: {error}") from error
     records = [entry[-1] for entry in sorted(least_sure, key=lambda entry: entry[:3], reverse=True)]
     output = open(args.output, "w", encoding="utf8") if args.output else sys.stdout
-    try:
-        for record in records:
-            output.write(json_record_line(record) if args.json else review_line(record))
-    finally:
-        if args.output:
-            output.close()
+    with naming_path(args.output or "stdout"):
+        try:
+            for record in records:
+                output.write(json_record_line(record) if args.json else review_line(record))
+        finally:
+            if args.output:
+                output.close()
 
 
 def check_stores_confidence(nlp, model) -> None:

@@ -51,7 +51,7 @@ def ud_docs(args) -> None:
     from ..corpora.ud_documents import annotated_paragraph_docs, iter_document_docs, read_ud_documents
     from ..parse_files.errors import ParseCommandError
     from ..parse_files.files import check_output_is_not_input
-    from ..runs.scratch import remove_stale_scratch, scratch_path
+    from ..runs.scratch import naming_path, remove_stale_scratch, scratch_path
 
     try:
         check_output_is_not_input(args.conllu, args.output)
@@ -74,7 +74,8 @@ def ud_docs(args) -> None:
     remove_stale_scratch(output)
     staging = scratch_path(output, "staging")  # written whole, then renamed: a stop leaves no half file
     try:
-        staging.write_bytes(docs.to_bytes())
+        with naming_path(output):
+            staging.write_bytes(docs.to_bytes())
         os.replace(staging, output)
     finally:
         staging.unlink(missing_ok=True)

@@ -42,6 +42,7 @@ def relations_table_command(args) -> None:
     """Tabulate relation evaluation JSON files given as NAME:PATH into markdown (and one JSON)."""
     import json
 
+    from ..reporting.json_files import write_text
     from ..reporting.tables import relations_table as tabulate
     from ..reporting.tables import report_json
 
@@ -53,7 +54,7 @@ def relations_table_command(args) -> None:
         rows.append((name, json.loads(Path(path).read_text(encoding="utf8"))))
     text = tabulate(rows)
     if args.output:
-        Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+        write_text(args.output, (args.title + "\n\n" if args.title else "") + text)
     if args.json:
         from ..reporting.provenance import provenance
 
@@ -66,6 +67,7 @@ def table(args) -> None:
     """Tabulate evaluation JSON files given as NAME:SPLIT:PATH into markdown."""
     import json
 
+    from ..reporting.json_files import write_text
     from ..reporting.tables import results_table
 
     rows = []
@@ -76,7 +78,7 @@ def table(args) -> None:
         rows.append({"name": name, "split": split, "result": json.loads(Path(path).read_text(encoding="utf8"))})
     text = results_table(rows)
     if args.output:
-        Path(args.output).write_text((args.title + "\n\n" if args.title else "") + text, encoding="utf8")
+        write_text(args.output, (args.title + "\n\n" if args.title else "") + text)
     print(text)
 
 

@@ -33,6 +33,7 @@ def probe(args) -> None:
 
 def visualize(args) -> None:
     """attention / relation maps, a displaCy parse, or training curves (see docs/probing.md)."""
+    from ..reporting.json_files import write_text
     from ..reporting.provenance import command_as_typed
     from ..study import visualize as pictures
     from ..study.probe_report import PICTURE_BLOCKS
@@ -54,8 +55,7 @@ def visualize(args) -> None:
                 pictures.report_picture(Path(args.report), marker, output, caption, command_as_typed())
         elif args.mode == "parse":
             markup = pictures.displacy_markup(pictures.load_parser(args.model), args.text, page=output.suffix != ".svg")
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(markup, encoding="utf8")
+            write_text(output, markup)
         else:
             log = Path(args.log)
             pictures.plot_training_curves(pictures.parse_training_log(log.read_text(encoding="utf8")), output, log.name)

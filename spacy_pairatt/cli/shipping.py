@@ -35,13 +35,14 @@ def write_source_stamp(args) -> None:
     """Write the checkout's commit and code hashes, for a copy of its tree (a GPU machine's)."""
     import json
 
+    from ..reporting.json_files import write_text
     from ..reporting.provenance import SOURCE_STAMP_ENV, source_stamp
 
     try:
         stamp = source_stamp(Path(args.root).resolve())
     except ValueError as error:
         raise SystemExit(f"python -m spacy_pairatt source-stamp: error: {error}") from error
-    Path(args.output).write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf8")
+    write_text(args.output, json.dumps(stamp, indent=1) + "\n")
     print(f"{args.output}: commit {stamp['commit']}, {len(stamp['files'])} files; on the copy, set {SOURCE_STAMP_ENV}")
 
 

@@ -8,6 +8,8 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 from spacy.tokens import Doc, DocBin
 
+from ..runs.scratch import naming_path
+
 
 def sha256_lf(path: Path) -> str:
     """SHA-256 of the content with CRLF read as LF: official CRLF releases and LF mirrors check alike."""
@@ -45,7 +47,8 @@ def download(url: str, target: Path) -> None:
     partial = target.with_name(target.name + ".part")
     try:
         with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT) as response, partial.open("wb") as file:
-            shutil.copyfileobj(response, file)
+            with naming_path(target):
+                shutil.copyfileobj(response, file)
         partial.replace(target)
     finally:
         partial.unlink(missing_ok=True)
@@ -63,6 +66,7 @@ def write_docbins(splits: Mapping[str, Iterable[Doc]], out_dir: Path) -> Dict[st
     for name, docs in splits.items():
         docbin = DocBin(store_user_data=True, docs=docs)
         paths[name] = out_dir / f"{name}.spacy"
-        docbin.to_disk(paths[name])
+        with naming_path(paths[name]):
+            docbin.to_disk(paths[name])
         print(f"{paths[name]}: {len(docbin)} docs")
     return paths

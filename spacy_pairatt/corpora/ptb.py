@@ -25,6 +25,7 @@ from spacy.tokens import Doc
 from spacy.vocab import Vocab
 
 from ..core.tree_checks import head_array_problem
+from ..runs.scratch import naming_path
 from .files import DOWNLOAD_TIMEOUT, sha256_lf, write_docbins
 
 TREEBANK_DIR = "dependency_treebank"
@@ -73,7 +74,8 @@ def fetch_ptb(dest: Path, local_dir: Optional[Path] = None) -> None:
             archive = zipfile.ZipFile(io.BytesIO(response.read()))
         for member in archive.namelist():
             if Path(member).parent.name == TREEBANK_DIR and Path(member).match(FILE_PATTERN):
-                (target_dir / Path(member).name).write_bytes(archive.read(member))
+                with naming_path(target_dir / Path(member).name):
+                    (target_dir / Path(member).name).write_bytes(archive.read(member))
         how = f"unpacked from {PTB_ZIP_URL}"
     files = treebank_files(dest)
     actual = files_digest(files)

@@ -28,7 +28,7 @@ from ..components.tokenizer import RULES, ud_english_tokenizer
 from ..corpora.ud_documents import document_texts
 from ..parse_files.files import OutputTarget, open_input
 from ..parse_files.parsing import parse_stream
-from ..reporting.json_files import write_json
+from ..reporting.json_files import write_json, write_text
 from ..reporting.tables import TOKEN_METRICS, tokenizer_tables
 from .ud_eval import evaluate
 from .ud_treebank import Treebank, load_conllu, read_treebank
@@ -245,5 +245,4 @@ def write_tokenizer_results(result: Dict, output_json: str, output_md: Optional[
     result = {**result, "provenance": provenance()}
     write_json(output_json, result)
     if output_md:
-        Path(output_md).parent.mkdir(parents=True, exist_ok=True)
-        Path(output_md).write_text(tokenizer_report(result), encoding="utf8")
+        write_text(output_md, tokenizer_report(result))

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
-from ..runs.scratch import SCRATCH_NAME, remove_path, remove_stale_scratch, scratch_path
+from ..runs.scratch import SCRATCH_NAME, naming_path, remove_path, remove_stale_scratch, scratch_path
 from ..runs.signals import stop_signals_held
 
 COPY_CHUNK = 1 << 20
@@ -258,14 +258,16 @@ def files_to_write(spec: SplitEncoder, dest: Path) -> List[str]:
 @contextmanager
 def model_scratch(spec: SplitEncoder, dest: Path, kind: str) -> Iterator[Path]:
     """A scratch folder inside `dest` (made if need be; a killed run's scratch removed first), gone at
-    the end; a `dest` made here and left empty by a failure is removed too."""
+    the end; a `dest` made here and left empty by a failure is removed too. A disk error in the block
+    (a full one) names `dest`."""
     made = not dest.exists()
     dest.mkdir(parents=True, exist_ok=True)
     remove_stale_scratch(dest / spec.name)
     scratch = scratch_path(dest / spec.name, kind)
     try:
         scratch.mkdir()
-        yield scratch
+        with naming_path(dest):
+            yield scratch
     finally:
         with stop_signals_held():  # a stop is taken once the scratch is gone
             remove_path(scratch)

@@ -1,6 +1,7 @@
 """The command line's small edges, each a one-line error or the expected behaviour."""
 
 import io
+import json
 import multiprocessing
 import os
 import subprocess
@@ -113,7 +114,12 @@ def test_evaluate_refuses_a_corpus_that_is_not_a_docbin_in_one_line(fast_model, 
 def test_a_full_output_names_its_path(fast_model, tmp_path):  # noqa: F811
     gold = tmp_path / "gold.conllu"
     gold.write_text("# text = Hi\n1\tHi\t_\t_\t_\t_\t0\troot\t_\tSpaceAfter=No\n\n", encoding="utf8")
-    for argv in (["ud-eval", str(gold), str(gold)], ["ud-text", str(gold)], ["demo", fast_model, "--text", "Hi ."]):
+    scores = tmp_path / "scores.json"
+    keys = ("dep_uas", "dep_las", "dep_uas_punct", "dep_las_punct", "dep_single_tree")
+    scores.write_text(json.dumps({"scores": dict.fromkeys(keys, 0.5), "words_per_second": 1000}))
+    commands = (["ud-eval", str(gold), str(gold)], ["ud-text", str(gold)], ["demo", fast_model, "--text", "Hi ."],
+                ["table", f"model:dev:{scores}"])  # fmt: skip
+    for argv in commands:
         with pytest.raises(SystemExit) as error:
             main([*argv, "--output", "/dev/full"])
         assert error.value.code == f"python -m spacy_pairatt {argv[0]}: error: /dev/full: No space left on device"
