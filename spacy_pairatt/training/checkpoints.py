@@ -76,9 +76,9 @@ def sync_path(path: Path) -> None:
         os.close(descriptor)
 
 
-def marked_files(checkpoint: Path) -> Dict:
-    """COMPLETE's record of the files: name → {"bytes", "sha256"}, or name → size for a checkpoint
-    written before it held SHA-256s. CheckpointDamaged where it is missing or not such a record."""
+def marked_files(checkpoint: Path) -> Dict[str, Tuple[int, Optional[str]]]:
+    """COMPLETE's record: each file → its size and SHA-256 (None in a checkpoint written before
+    COMPLETE held them). CheckpointDamaged where it is missing or not such a record."""
     try:
         marker = json.loads((checkpoint / COMPLETION_MARKER).read_text(encoding="utf8"))
     except FileNotFoundError:
@@ -86,17 +86,23 @@ def marked_files(checkpoint: Path) -> Dict:
     except (OSError, ValueError) as error:
         raise CheckpointDamaged(f"{COMPLETION_MARKER} cannot be read ({error})") from error
     files = marker.get("files") if isinstance(marker, dict) else None
-    records = list(files.values()) if isinstance(files, dict) else [None]
-    sizes_only = all(type(record) is int for record in records)
-    hashed = all(isinstance(record, dict) and set(record) == {"bytes", "sha256"} for record in records)
-    if not (sizes_only or hashed) or marker.get("step") != checkpoint_step(checkpoint):
-        raise CheckpointDamaged(f"{COMPLETION_MARKER} is not this checkpoint's record of its files")
-    return files
+    if isinstance(files, dict) and marker.get("step") == checkpoint_step(checkpoint):
+        if all(type(record) is int for record in files.values()):
+            return {name: (size, None) for name, size in files.items()}
+        if all(isinstance(record, dict) and type(record.get("bytes")) is int and isinstance(record.get("sha256"), str)
+               for record in files.values()):  # fmt: skip
+            return {name: (record["bytes"], record["sha256"]) for name, record in files.items()}
+    raise CheckpointDamaged(f"{COMPLETION_MARKER} is not this checkpoint's record of its files")
 
 
 def checkpoint_step(checkpoint: Path) -> Optional[int]:
     match = CHECKPOINT_NAME.fullmatch(checkpoint.name)
     return int(match.group(1)) if match else None
+
+
+def found_sizes(checkpoint: Path) -> Dict[str, int]:
+    """The sizes of a checkpoint's files, COMPLETE left out."""
+    return {name: size for name, size in file_sizes(checkpoint).items() if name != COMPLETION_MARKER}
 
 
 def prove(checkpoint: Path) -> bool:
@@ -105,20 +111,18 @@ def prove(checkpoint: Path) -> bool:
     only); CheckpointDamaged names the first file that differs."""
     expected = marked_files(checkpoint)
     try:
-        found = file_sizes(checkpoint)
-        found.pop(COMPLETION_MARKER, None)
+        found = found_sizes(checkpoint)
         missing, added = sorted(expected.keys() - found.keys()), sorted(found.keys() - expected.keys())
         if missing or added:
             raise CheckpointDamaged(f"{(missing or added)[0]} is {'missing' if missing else 'not one of its files'}")
-        for name, record in sorted(expected.items()):
-            size = record if type(record) is int else record["bytes"]
+        for name, (size, digest) in sorted(expected.items()):
             if found[name] != size:
                 raise CheckpointDamaged(f"{name} is {found[name]} bytes, not the {size} written")
-            if type(record) is not int and file_sha256(checkpoint / name) != record["sha256"]:
+            if digest is not None and file_sha256(checkpoint / name) != digest:
                 raise CheckpointDamaged(f"{name} is not the file written (its SHA-256 differs)")
     except OSError as error:
         raise CheckpointDamaged(f"cannot be read ({error})") from error
-    return all(type(record) is not int for record in expected.values())
+    return all(digest is not None for _, digest in expected.values())
 
 
 def looks_complete(checkpoint: Path) -> bool:
@@ -128,10 +132,7 @@ def looks_complete(checkpoint: Path) -> bool:
         expected = marked_files(checkpoint)
     except CheckpointDamaged:
         return False
-    found = file_sizes(checkpoint)
-    found.pop(COMPLETION_MARKER, None)
-    sizes = {name: record if type(record) is int else record["bytes"] for name, record in expected.items()}
-    return found == sizes
+    return found_sizes(checkpoint) == {name: size for name, (size, _) in expected.items()}
 
 
 def checkpoint_steps(root: Path) -> List[int]:

@@ -126,12 +126,14 @@ def train_resumable(
     use_gpu: int = -1,
     overrides: Optional[Dict[str, Any]] = None,
     restart: bool = False,
-    stdout: IO = sys.stdout,
-    stderr: IO = sys.stderr,
+    stdout: Optional[IO] = None,
+    stderr: Optional[IO] = None,
 ) -> TrainingOutcome:
     """Train `config_path` into `output_path` as `spacy train` does, resuming from the newest checkpoint
     there that proves itself; `restart`: start over, deleting what the output holds of a training.
+    stdout, stderr: default sys.stdout and sys.stderr as they are at the call (a redirect is followed).
     Call `spacy.require_gpu` first for a GPU, as for spaCy's `train`."""
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     if checkpoint_every < 1:
         raise ResumeError(f"--checkpoint-every must be at least 1 step, not {checkpoint_every}")
     if keep < 1:
@@ -139,13 +141,12 @@ def train_resumable(
     output_path = Path(output_path)
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
     with exclusive_checkpoints(output_path / CHECKPOINTS_DIR) as root:
-        if restart:
-            clean_output_dir(output_path)
-            remove_all_checkpoints(root)
         saved = None if restart else resumable_state(output_path, root, config, stderr)
         progress = saved.progress if saved else Progress()
         progress.config = config.to_str()
         nlp = init_nlp(config, use_gpu=use_gpu)
+        if restart:  # once the config has built: a mistake in it deletes nothing (models: `train`)
+            remove_all_checkpoints(root)
         run = ResumableRun(nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu)
         return run.train(stdout, stderr)
 
