@@ -35,8 +35,14 @@ stderr, no shard file left once every process of the run has ended, and a rerun 
 while it writes its output: one line, no scratch or partial file, an earlier output untouched, no
 process of the run left, a rerun that succeeds. Every case also checks that its input file is still
 there and unchanged; "ownership" cases give parse the input as --output (three spellings) or
-fetch-mpnet the case's folder, which holds the input.
-tests/parse_files/test_parse_faults.py runs a small sample in CI.
+fetch-mpnet the case's folder, which holds the input. `--link-cases` give parse as --output the file
+its stdin reads, fetch-mpnet a DEST with a link to the user's files among its entries, calibrate and
+assemble a link to a pipeline folder (it must be replaced where the link points, the link kept).
+`--checkpoint-cases` train once (tests/training/test_resumable.py's tiny run, in this process) and
+run train-resumable into copies of its output with a checkpoint damaged in each way a disk or a
+user can damage it, or gone: the run must resume from the newest checkpoint that proves itself and
+end with the straight run's weights and dev scores, or be refused in one line with the output left
+as it was. tests/parse_files/test_parse_faults.py runs a small sample in CI.
 """
 
 import argparse
@@ -65,6 +71,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import conllu
+import numpy
 import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
@@ -132,6 +139,8 @@ class Case:
     subprocess: bool = False
     dask: bool = False  # parse --dask-workers, as a fresh process; output is a directory of shards
     interrupt: Optional[str] = None  # the signal sent while the command writes (a Dask task its shard)
+    stdin: Optional[str] = None  # a path template with {dir}: the file the command reads as stdin
+    scenario: Optional["Scenario"] = None  # a case with files of its own to make and check (other commands)
 
 
 @dataclass
@@ -469,6 +478,300 @@ def stop_signal(rng: random.Random, nlp: Language) -> Case:
                 existing=rng.random() < 0.5, interrupt=signal_name)  # fmt: skip
 
 
+# --- what was trained, and where writes go: train-resumable's checkpoints, links, stdin --------------
+
+TRAINING_STEPS = 24  # training.max_steps of the tiny trainings: steps 0-24, checkpoints every 5 (20 and 25 kept)
+TRAINING_SECONDS = 900  # a case that trains, in this process
+NEWEST, OLDER = "step-00000025", "step-00000020"
+Problems = List[Tuple[str, str]]  # (metric, detail) of each thing a case found wrong
+
+
+@dataclass
+class Scenario:
+    """A case that sets up files of its own and checks them: `prepare(folder)` makes them and returns the
+    command; `check(folder, code, stderr)` returns what went wrong."""
+
+    prepare: Callable[[Path], List[str]]
+    check: Callable[[Path, int, str], Problems]
+    seconds: int = CASE_SECONDS
+
+
+@dataclass
+class TrainedRun:
+    """A straight tiny training (tests/training/test_resumable.py's settings), made once: every checkpoint
+    case starts from a copy of its output and must end where it ends."""
+
+    output: Path
+    command: List[str]  # train-resumable's arguments but --output
+    weights: List = field(default_factory=list)
+    scores: Dict = field(default_factory=dict)
+
+
+def trained_run(folder: Path, encoder: str) -> TrainedRun:
+    """train-resumable on the tiny BERT, the first 60 EWT train sentences and 16 dev ones, 25 steps."""
+    data = folder / "training_data"
+    data.mkdir()
+    vocab = spacy.blank("en").vocab
+    for split, count in (("train", 60), ("dev", 16)):
+        docs = DocBin().from_disk(UD_INIT_CORPUS.with_name(f"en_ewt-ud-{split}.spacy")).get_docs(vocab)
+        DocBin(docs=list(islice(docs, count))).to_disk(data / f"{split}.spacy")
+    overrides = {"paths.train": data / "train.spacy", "paths.dev": data / "dev.spacy",
+                 "training.max_steps": TRAINING_STEPS, "training.eval_frequency": 8, "training.batcher.size": 150,
+                 "training.optimizer.learn_rate.warmup_steps": 4,
+                 "training.optimizer.learn_rate.total_steps": 40}  # fmt: skip
+    if encoder == "tiny":
+        tiny = folder / "tiny_bert"
+        overrides["components.transformer.model.name"] = str(tiny) if tiny.exists() else tiny_encoder(tiny)
+    command = ["train-resumable", str(REPO / "configs" / "parser_minilm.cfg"), "--checkpoint-every", "5",
+               *(f"--{key}={value}" for key, value in overrides.items())]  # fmt: skip
+    run = TrainedRun(folder / "trained", command)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cli_main([*command, "--output", str(run.output)])
+    run.weights, run.scores = pipeline_weights(run.output / "model-last"), model_scores(run.output)
+    return run
+
+
+def pipeline_weights(path: Path) -> List:
+    """Every Thinc parameter and torch tensor of a saved pipeline, in walk order."""
+    from spacy_pairatt.training.optimizer_state import pipe_models
+
+    arrays = []
+    for _, model in pipe_models(spacy.load(path)):
+        for node in model.walk():
+            arrays += [node.get_param(name) for name in node.param_names if node.has_param(name)]
+            arrays += [tensor.numpy() for shim in node.shims for tensor in shim._model.state_dict().values()]
+    return arrays
+
+
+def model_scores(output: Path) -> Dict:
+    """model-last's dev scores (its losses left out: sums over steps, equal to float tolerance only)."""
+    performance = json.loads((output / "model-last" / "meta.json").read_text(encoding="utf8"))["performance"]
+    return {key: value for key, value in performance.items() if not key.endswith("_loss")}
+
+
+def output_files(output: Path) -> Dict[str, bytes]:
+    """Every file of a training's output but its lock: what a refused run must leave as it was."""
+    return {str(path.relative_to(output)): path.read_bytes() for path in output.rglob("*")
+            if path.is_file() and path.name != ".lock"}  # fmt: skip
+
+
+def checkpoint_folders(output: Path) -> List[str]:
+    return sorted(path.name for path in (output / "checkpoints").iterdir() if path.is_dir())
+
+
+def flip_bytes(path: Path) -> None:
+    """16 bytes in the middle inverted: the size stays."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 16] = bytes(255 - byte for byte in data[middle : middle + 16])
+    path.write_bytes(bytes(data))
+
+
+def edit_steps(path: Path) -> None:
+    """progress.json still valid JSON, as a user might edit it: 24 steps for 25."""
+    path.write_text(re.sub(r'("steps":\s*)25\b', r"\g<1>24", path.read_text(encoding="utf8")), encoding="utf8")
+
+
+def cut_short(path: Path) -> None:
+    os.truncate(path, path.stat().st_size - 10)
+
+
+def add_notes(path: Path) -> None:
+    path.write_text("a file of the user's", encoding="utf8")
+
+
+def garble(path: Path) -> None:
+    path.write_text("{not json", encoding="utf8")
+
+
+def sizes_only(output: Path) -> None:
+    """Both checkpoints' COMPLETE as written before it held SHA-256s, and the newest's progress.json
+    garbled at its size: found only when it is decoded."""
+    for name in (OLDER, NEWEST):
+        marker_path = output / "checkpoints" / name / "COMPLETE"
+        marker = json.loads(marker_path.read_text(encoding="utf8"))
+        marker["files"] = {file: record["bytes"] for file, record in marker["files"].items()}
+        marker_path.write_text(json.dumps(marker), encoding="utf8")
+    progress = output / "checkpoints" / NEWEST / "progress.json"
+    progress.write_bytes(b"x" * progress.stat().st_size)
+
+
+# What is done to the newest checkpoint of a copy of the trained output, and the reason the resume must
+# give for passing it over (a regular expression).
+CHECKPOINT_DAMAGE = {
+    "weights_flipped": ("pipeline/transformer/model", flip_bytes, r"pipeline/transformer/model is not the file"),
+    "optimizer_flipped": ("optimizer.msgpack", flip_bytes, r"optimizer\.msgpack is not the file written"),
+    "random_flipped": ("random.msgpack", flip_bytes, r"random\.msgpack is not the file written"),
+    "progress_garbled": ("progress.json", flip_bytes, r"progress\.json is not the file written"),
+    "progress_edited": ("progress.json", edit_steps, r"progress\.json is not the file written"),
+    "optimizer_cut": ("optimizer.msgpack", cut_short, r"optimizer\.msgpack is \d+ bytes, not the \d+ written"),
+    "random_missing": ("random.msgpack", os.unlink, r"random\.msgpack is missing"),
+    "file_added": ("pipeline/notes.txt", add_notes, r"pipeline/notes\.txt is not one of its files"),
+    "marker_missing": ("COMPLETE", os.unlink, r"no COMPLETE"),
+    "marker_garbled": ("COMPLETE", garble, r"COMPLETE cannot be read"),
+}
+# The other checkpoint cases: refused (all checkpoints damaged, checkpoints/ deleted), --restart, a
+# checkpoint with sizes only, a finished run rerun.
+CHECKPOINT_KINDS = (*CHECKPOINT_DAMAGE, "all_damaged", "checkpoints_deleted", "restart", "sizes_only", "finished_rerun")
+
+
+def checkpoint_case(number: int, trained: TrainedRun) -> Case:
+    """train-resumable into a copy of the trained output, damaged one way (CHECKPOINT_KINDS in turn): it
+    resumes from the newest checkpoint that proves itself and ends as the straight run did, is refused
+    in one line leaving the output as it was, or (--restart) starts over."""
+    kind = CHECKPOINT_KINDS[number % len(CHECKPOINT_KINDS)]
+    command = [*trained.command, "--restart", "--training.max_steps=2"] if kind == "restart" else trained.command
+    before: Dict[str, bytes] = {}
+
+    def prepare(folder: Path) -> List[str]:
+        output = folder / "out"
+        shutil.copytree(trained.output, output)
+        if kind in CHECKPOINT_DAMAGE:
+            name, damage, _ = CHECKPOINT_DAMAGE[kind]
+            damage(output / "checkpoints" / NEWEST / name)
+        elif kind == "all_damaged":
+            for name in (OLDER, NEWEST):
+                flip_bytes(output / "checkpoints" / name / "optimizer.msgpack")
+        elif kind == "checkpoints_deleted":
+            shutil.rmtree(output / "checkpoints")
+        elif kind == "sizes_only":
+            sizes_only(output)
+        before.update(output_files(output))
+        return [*command, "--output", str(output)]
+
+    def check(folder: Path, code: int, stderr: str) -> Problems:
+        output = folder / "out"
+        if kind in ("all_damaged", "checkpoints_deleted"):
+            return check_refused(output, before, code, stderr)
+        if code != 0:
+            return [("wrong_outcomes", f"exit {code}, expected 0: {stderr[-300:]!r}")]
+        if kind == "restart":
+            started_over = checkpoint_folders(output) == ["step-00000003"]
+            return [] if started_over else [("wrong_outcomes", f"checkpoints left: {checkpoint_folders(output)}")]
+        checkpoints = re.escape(str(output / "checkpoints"))
+        damaged = rf"{checkpoints}/{NEWEST}: damaged, not resumed from \("
+        if kind == "sizes_only":
+            warnings = [rf"{damaged}progress\.json cannot be read", rf"{checkpoints}/{OLDER}: written before"]
+        else:
+            warnings = [] if kind == "finished_rerun" else [damaged + CHECKPOINT_DAMAGE[kind][2]]
+        return check_resumed(output, trained, stderr, warnings)
+
+    return Case(f"checkpoint_{kind}", [], argv=command, scenario=Scenario(prepare, check, TRAINING_SECONDS))
+
+
+def check_refused(output: Path, before: Dict[str, bytes], code: int, stderr: str) -> Problems:
+    """An output with no checkpoint to resume from: one line that says how to start over, nothing changed."""
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    problems = [] if output_files(output) == before else [("documents_lost", "a refused run changed the output")]
+    if code != 1 or len(lines) != 1 or "add --restart to start over" not in lines[0]:
+        problems.append(("wrong_outcomes", f"exit {code}, expected 1 and one line: {stderr[-300:]!r}"))
+    return problems
+
+
+def check_resumed(output: Path, trained: TrainedRun, stderr: str, warnings: List[str]) -> Problems:
+    """A resume that ended where the straight run ended (weights, dev scores, the checkpoints kept), with
+    `warnings` (regular expressions) on stderr and no other warning about a checkpoint."""
+    problems = [("wrong_outcomes", f"no warning {warning!r}: {stderr[-300:]!r}")
+                for warning in warnings if not re.search(warning, stderr)]  # fmt: skip
+    if stderr.count("⚠") != len(warnings):
+        problems.append(("wrong_outcomes", f"{stderr.count('⚠')} warnings, expected {len(warnings)}"))
+    if checkpoint_folders(output) != [OLDER, NEWEST]:
+        problems.append(("wrong_outcomes", f"checkpoints left: {checkpoint_folders(output)}"))
+    weights = pipeline_weights(output / "model-last")
+    same = len(weights) == len(trained.weights) and all(
+        numpy.allclose(after, before, rtol=1e-5, atol=1e-6) for before, after in zip(trained.weights, weights)
+    )
+    if not same:
+        problems.append(("wrong_outcomes", "model-last's weights differ from the straight run's"))
+    if model_scores(output) != trained.scores:
+        problems.append(("wrong_outcomes", f"model-last's scores {model_scores(output)}, straight {trained.scores}"))
+    return problems
+
+
+# The link and stdin cases, taken in turn.
+LINK_KINDS = ("output_is_input_stdin", "fetch_through_a_linked_folder", "fetch_through_a_linked_file",
+              "calibrate_through_a_link", "assemble_through_a_link", "assemble_through_a_link_to_nothing")  # fmt: skip
+
+
+def link_case(number: int, rng: random.Random, models: Dict[str, str], corpus: str) -> Case:
+    """Writes stay where the user pointed: parse refuses --output that is the file stdin reads; fetch-mpnet
+    refuses a DEST with a link among its entries (to the case's folder, or its input); calibrate and
+    assemble into a link replace the pipeline it names and keep the link."""
+    kind = LINK_KINDS[number % len(LINK_KINDS)]
+    if kind == "output_is_input_stdin":
+        data = ("\n".join(good_lines(rng.randint(1, 20))) + "\n").encode()
+        return Case(kind, [], data, code=1, input="-", stdin="{dir}/input", output="{dir}/input",
+                    message=r"is the input \(stdin\)")  # fmt: skip
+    if kind.startswith("fetch"):
+        return fetch_through_a_link(kind, "1_Pooling" if kind.endswith("folder") else "config.json")
+    command = kind.split("_")[0]
+    return pipeline_through_a_link(kind, command, not kind.endswith("to_nothing"), models, corpus)
+
+
+def fetch_through_a_link(kind: str, name: str) -> Case:
+    def prepare(folder: Path) -> List[str]:
+        (folder / "model").mkdir()
+        (folder / "model" / name).symlink_to(folder if name == "1_Pooling" else folder / "input")
+        return ["fetch-mpnet", str(folder / "model"), "--local", str(folder / "missing")]
+
+    def check(folder: Path, code: int, stderr: str) -> Problems:
+        lines = [line for line in stderr.splitlines() if line.strip()]
+        problems = []
+        if code != 1 or len(lines) != 1 or f"{name} (a link)" not in lines[0]:
+            problems.append(("wrong_outcomes", f"exit {code}, expected 1 naming the link: {stderr[-300:]!r}"))
+        left = sorted(path.name for path in folder.iterdir())
+        if left != ["input", "model"] or [path.name for path in (folder / "model").iterdir()] != [name]:
+            problems.append(("documents_lost", f"the folder holds {left}"))
+        return problems
+
+    return Case(kind, [], argv=["fetch-mpnet", f"DEST/{name}"], scenario=Scenario(prepare, check))
+
+
+def pipeline_through_a_link(kind: str, command: str, existing: bool, models: Dict[str, str], corpus: str) -> Case:
+    """calibrate LINK, or assemble MODEL LINK where LINK names a pipeline (or, for assemble, nothing yet)."""
+
+    def prepare(folder: Path) -> List[str]:
+        target, link = folder / "builds" / "current", folder / "link"
+        target.parent.mkdir()
+        if existing:
+            shutil.copytree(models["main"], target)
+        link.symlink_to(target)
+        if command == "calibrate":
+            return ["calibrate", str(link), corpus, corpus, "--output", str(folder / "report.json")]
+        return ["assemble", models["main"], str(link), "--version", "1.2.3"]
+
+    def check(folder: Path, code: int, stderr: str) -> Problems:
+        target, link = folder / "builds" / "current", folder / "link"
+        if code != 0:
+            return [("wrong_outcomes", f"exit {code}, expected 0: {stderr[-300:]!r}")]
+        problems = []
+        if not link.is_symlink() or os.readlink(link) != str(target):
+            problems.append(("wrong_outcomes", "the link was replaced"))
+        left = sorted(path.name for path in [*folder.iterdir(), *target.parent.iterdir()])
+        if left != sorted(["input", "builds", "link", "current", *(["report.json"] if command == "calibrate" else [])]):
+            problems.append(("invalid_outputs", f"scratch left: {left}"))
+        nlp = spacy.load(target)
+        if command == "assemble" and nlp.meta["version"] != "1.2.3":
+            problems.append(("wrong_outcomes", "the pipeline the link names was not assembled"))
+        if command == "calibrate":
+            report = json.loads((folder / "report.json").read_text(encoding="utf8"))
+            stored = nlp.get_pipe("pairatt_parser").cfg["arc_temperature"]
+            if abs(stored - report["arc_temperature"]) > 1e-6 * abs(report["arc_temperature"]):
+                problems.append(("wrong_outcomes", "the pipeline the link names was not calibrated"))
+        return problems
+
+    return Case(kind, [], argv=[command, "LINK"], scenario=Scenario(prepare, check))
+
+
+def gold_corpus(nlp: Language, path: Path) -> str:
+    """A .spacy corpus of a parsed sentence in the labels build_pipeline initialised with, for calibrate."""
+    words = "The cat sat on the mat .".split()
+    gold = Doc(nlp.vocab, words=words, heads=[1, 2, 2, 2, 5, 3, 2], deps=["det", "nsubj", "ROOT", "prep", "det",
+               "pobj", "punct"])  # fmt: skip
+    DocBin(docs=[gold] * 6).to_disk(path)
+    return str(path)
+
+
 GENERATORS: Tuple[Tuple[str, float, Callable], ...] = (
     ("unicode_lines", 0.33, unicode_lines),
     ("random_bytes", 0.15, random_bytes),
@@ -491,6 +794,20 @@ class CaseTimeout(Exception):
 
 def on_alarm(signum, frame):
     raise CaseTimeout()
+
+
+@contextlib.contextmanager
+def stdin_from(path: Optional[Path]):
+    """sys.stdin reading `path` while the block runs (a shell's `< path`); as it is without one."""
+    if path is None:
+        yield
+        return
+    previous = sys.stdin
+    with path.open(encoding="utf8") as sys.stdin:
+        try:
+            yield
+        finally:
+            sys.stdin = previous
 
 
 @contextlib.contextmanager
@@ -545,6 +862,9 @@ class Runner:
 
     def run_in(self, case: Case, folder: Path) -> None:
         (folder / "input").write_bytes(case.data)
+        if case.scenario:
+            self.run_scenario(case, folder)
+            return
         if case.dask:
             self.run_dask(case, folder)
             return
@@ -559,17 +879,18 @@ class Runner:
         if case.subprocess:
             code, stderr, escaped, hung = self.run_process(argv, case)
         else:
-            code, stderr, escaped, hung = self.run_here(argv, case)
+            stdin = Path(case.stdin.format(dir=folder)) if case.stdin else None
+            code, stderr, escaped, hung = self.run_here(argv, case, stdin=stdin)
         seconds = time.monotonic() - start
         self.check(case, folder, output, code, stderr, escaped, hung, seconds)
 
-    def run_here(self, argv: List[str], case: Case):
+    def run_here(self, argv: List[str], case: Case, seconds: int = CASE_SECONDS, stdin: Optional[Path] = None):
         stderr, stdout = io.StringIO(), io.StringIO()
         code, escaped, hung = 0, None, False
         signal.signal(signal.SIGALRM, on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
         try:
-            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+            with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout), stdin_from(stdin):
                 with file_size_limit(case.file_size):
                     cli_main(argv)
         except SystemExit as exit:
@@ -601,6 +922,21 @@ class Runner:
             return None, str(expired.stderr or ""), None, True
         escaped = done.stderr if "Traceback" in done.stderr else None
         return done.returncode, done.stderr, escaped, False
+
+    def run_scenario(self, case: Case, folder: Path) -> None:
+        """A case that makes its own files and checks them (`Scenario`); its input must stay as it was."""
+        code, stderr, escaped, hung = self.run_here(case.scenario.prepare(folder), case, case.scenario.seconds)
+        if hung or multiprocessing.active_children():
+            self.record.fail("hangs", case, f"timeout={hung}")
+            return
+        self.record.exit_codes[str(code)] += 1
+        if escaped is not None:
+            self.record.fail("tracebacks", case, escaped.strip().splitlines()[-1])
+            return
+        for metric, detail in case.scenario.check(folder, code, stderr):
+            self.record.fail(metric, case, detail)
+        if (folder / "input").read_bytes() != case.data:
+            self.record.fail("documents_lost", case, "the input was changed or removed")
 
     def run_dask(self, case: Case, folder: Path) -> None:
         """A Dask case; after an interrupt, the same command again at once, which must succeed."""
@@ -948,11 +1284,15 @@ def run_fuzz(
     ud_cases: int = 0,
     dask_cases: int = 0,
     signal_cases: int = 0,
+    link_cases: int = 0,
+    checkpoint_cases: int = 0,
 ) -> Dict:
     """Run the fuzz; returns the record (without provenance). model: a pipeline or a saved one's path
     (default: build_pipeline(encoder)). ud_cases: cases on the UD pipeline (build_ud_pipeline);
     dask_cases: `parse --dask-workers` as fresh processes, on either pipeline (only the main one
-    without ud_cases)."""
+    without ud_cases); link_cases: `link_case` (calibrate needs the main pipeline's pairatt_parser);
+    checkpoint_cases: `checkpoint_case`, after one tiny training (`trained_run`). Each kind runs after
+    the ones before it, so adding cases of a later kind leaves the earlier ones as they were."""
     rng = random.Random(seed)
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
@@ -985,6 +1325,12 @@ def run_fuzz(
                 ud = ud_cases > 0 and rng.random() < 0.5
                 case = dask(rng, pipelines["ud" if ud else "main"])
                 runner.run(on_ud_pipeline(case) if ud else case)
+            corpus = gold_corpus(pipelines["main"], workdir / "gold.spacy") if link_cases else ""
+            for number in range(link_cases):
+                runner.run(link_case(number, rng, models, corpus))
+            trained = trained_run(workdir, encoder) if checkpoint_cases else None
+            for number in range(checkpoint_cases):
+                runner.run(checkpoint_case(number, trained))
         record = runner.record
     return {
         "cases": record.cases,
@@ -1064,8 +1410,19 @@ def markdown(result: Dict) -> str:
         "writes its output, then run again: one line, exit 1, no partial or scratch file, an earlier output",
         "untouched, no process of the run left; *_ended_first: the run ended before it was seen writing);",
         "output_is_input (the input given as --output, three spellings) and fetch_into_user_files",
-        "(fetch-mpnet into the folder that holds the input): refused, nothing changed. Every case checks",
-        "that its input is still there, unchanged.",
+        "(fetch-mpnet into the folder that holds the input): refused, nothing changed;",
+        "output_is_input_stdin (`parse M - --output F < F`) and fetch_through_a_linked_folder / file (a",
+        "DEST whose 1_Pooling or config.json is a link to the user's files): refused in one line, nothing",
+        "changed;",
+        "calibrate_through_a_link and assemble_through_a_link(_to_nothing): the pipeline the link names",
+        "replaced, the link kept, no scratch left; checkpoint_* (train-resumable into a copy of a tiny",
+        "straight training's output, tests/training/test_resumable.py's settings: its newest checkpoint",
+        "with 16 bytes flipped in the weights, optimizer, random states or progress.json, progress.json",
+        "edited, a file cut short, missing or added, COMPLETE missing or garbled; sizes_only, checkpoints",
+        "written before COMPLETE held SHA-256s; finished_rerun): the damaged checkpoint named, the older",
+        "one resumed from, model-last's weights and dev scores the straight run's; all_damaged and",
+        "checkpoints_deleted: refused in one line naming --restart, the output unchanged; restart: started",
+        "over. Every case checks that its input is still there, unchanged.",
     ]
     for metric, samples in result["samples"].items():
         lines += ["", f"## {metric}", ""] + [f"- `{sample}`" for sample in samples]
@@ -1084,6 +1441,18 @@ def main() -> None:
         default=24,
         help="parse stopped by SIGINT, SIGTERM or SIGHUP, then rerun (default: 24)",
     )
+    parser.add_argument(
+        "--link-cases",
+        type=int,
+        default=24,
+        help="parse with stdin as --output, fetch-mpnet, calibrate and assemble through links (default: 24)",
+    )
+    parser.add_argument(
+        "--checkpoint-cases",
+        type=int,
+        default=30,
+        help="train-resumable into a tiny training's output, its checkpoints damaged or gone (default: 30)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--encoder", choices=("minilm", "tiny"), default="tiny", help="(default: tiny)")
     parser.add_argument("--output-json", default="results/reliability.json")
@@ -1093,7 +1462,8 @@ def main() -> None:
 
     started = time.time()
     result = run_fuzz(cases=args.cases, seed=args.seed, subprocess_cases=args.subprocess_cases, encoder=args.encoder,
-                      ud_cases=args.ud_cases, dask_cases=args.dask_cases, signal_cases=args.signal_cases)  # fmt: skip
+                      ud_cases=args.ud_cases, dask_cases=args.dask_cases, signal_cases=args.signal_cases,
+                      link_cases=args.link_cases, checkpoint_cases=args.checkpoint_cases)  # fmt: skip
     result["provenance"] = provenance(seed=args.seed, started=started)
     result["provenance"]["versions"].update(library_versions(("conllu",)))
     write_json(args.output_json, result)
