@@ -90,8 +90,9 @@ def parse_rows(parses: List[Tuple[str, str]]) -> List[str]:
 
 def training_rows(trainings: List[Tuple[str, str]]) -> List[str]:
     rows = [
-        "| encoder | trained in | dev UAS | dev LAS | test UAS | test LAS | wall (min) | CPU (min) | peak RSS (MB) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| encoder | trained in | dev UAS | dev LAS | test UAS | test LAS | wall (min) | CPU (min) | peak RSS (MB) "
+        "| code |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, files in trainings:
         encoder, precision = name.split(":")
@@ -100,7 +101,8 @@ def training_rows(trainings: List[Tuple[str, str]]) -> List[str]:
         rows.append(
             f"| {encoder} | {precision} | {100 * scores['dev']['uas']:.2f} | {100 * scores['dev']['las']:.2f} | "
             f"{100 * scores['test']['uas']:.2f} | {100 * scores['test']['las']:.2f} | "
-            f"{cost['wall_seconds'] / 60:.0f} | {cost['cpu_seconds'] / 60:.0f} | {cost['peak_rss_mb']:,.0f} |"
+            f"{cost['wall_seconds'] / 60:.0f} | {cost['cpu_seconds'] / 60:.0f} | {cost['peak_rss_mb']:,.0f} | "
+            f"{cost['provenance']['code']['commit'][:7]} |"
         )
     return rows
 
