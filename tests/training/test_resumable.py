@@ -314,6 +314,17 @@ def test_a_training_with_no_checkpoint_to_resume_from_is_refused_and_left_as_it_
     assert after == before
 
 
+def test_a_finished_run_rerun_trains_nothing_and_keeps_its_checkpoints(trained_copy, overrides):
+    root = trained_copy / "checkpoints"
+    before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file() and path.name != ".lock"}
+    weights = model_weights(trained_copy / "model-last")
+    outcome = train_resumable(CONFIG, trained_copy, checkpoint_every=5, overrides=overrides)
+    assert outcome.resumed_from == root / checkpoint_name(STEPS + 1) and outcome.steps == STEPS + 1
+    assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file() and path.name != ".lock"} == before
+    for saved, again in zip(weights, model_weights(trained_copy / "model-last")):
+        numpy.testing.assert_array_equal(again, saved)
+
+
 def test_restart_starts_over_and_deletes_what_was_there(trained_copy, overrides):
     root = trained_copy / "checkpoints"
     flip_bytes(root / checkpoint_name(20) / "optimizer.msgpack")
