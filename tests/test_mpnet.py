@@ -123,7 +123,7 @@ def test_relations_train_and_predict(tiny_mpnet_dir, semeval_docs):  # noqa: F81
 
 
 def test_fine_tuning_through_attention_reaches_the_encoder(tiny_mpnet_dir, ud_train_docs):
-    nlp = attention_only_pipeline(tiny_mpnet_dir, "spacy-pairatt.AttentionTransformerModel.v1")
+    nlp = attention_only_pipeline(tiny_mpnet_dir, "spacy-pairatt.AttentionTransformerModel.v2")
     examples = initialized(nlp, ud_train_docs[:6])
     before = encoder_weights(nlp)
     nlp.update(examples, sgd=Adam(1e-3))
@@ -157,8 +157,11 @@ def test_the_mpnet_configs_are_minilms_with_another_encoder():
         spacy.util.load_config(REPO / "configs" / name, interpolate=True)
         for name in ("parser_minilm.cfg", "parser_mpnet.cfg", "parser_mpnet_emb.cfg")
     )
+    # the MPNet configs stay on float32 until their own bfloat16 checks are made (docs/performance.md#precision)
+    assert minilm["components"]["transformer"]["model"].pop("precision") == "auto"
     for config in (mpnet, emb):
         transformer = config["components"]["transformer"]["model"]
+        assert transformer.pop("precision") == "float32"
         assert transformer["name"] == config["paths"].pop("encoder") == "assets/all-mpnet-base-v2"
         transformer["name"] = minilm["components"]["transformer"]["model"]["name"]
     assert mpnet == minilm

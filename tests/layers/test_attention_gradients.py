@@ -15,7 +15,8 @@ from spacy_pairatt.layers.pair_scorer import torch_module
 from tests.conftest import REPO, examples_from_docs
 
 FTATT_CONFIG = REPO / "configs" / "parser_minilm_ftatt.cfg"
-STOCK_ARCHITECTURE = "spacy-transformers.TransformerModel.v3"
+# spacy-transformers' TransformerModel.v3 with a precision: what the configs name
+STOCK_ARCHITECTURE = "spacy-pairatt.TransformerModel.v1"
 TAGGER = {
     "model": {
         "@architectures": "spacy.Tagger.v2",
@@ -143,7 +144,7 @@ def changed(before, after):
 def test_attention_only_parser_fine_tunes_the_encoder(tiny_bert_dir, ud_train_docs):
     """One update sends the attention-only parser's gradient into the encoder weights; spaCy
     applies a shared transformer's gradient at the next update's finish_update."""
-    nlp = attention_only_pipeline(tiny_bert_dir, "spacy-pairatt.AttentionTransformerModel.v1")
+    nlp = attention_only_pipeline(tiny_bert_dir, "spacy-pairatt.AttentionTransformerModel.v2")
     examples = initialized(nlp, ud_train_docs[:6])
     before = encoder_weights(nlp)
     optimizer = Adam(1e-3)
@@ -159,7 +160,7 @@ def test_attention_only_parser_fine_tunes_the_encoder(tiny_bert_dir, ud_train_do
 
 
 def test_stock_architecture_ignores_attention_gradients(tiny_bert_dir, ud_train_docs):
-    """Under the stock TransformerModel.v3 the parser computes no attention gradient: an
+    """Under the stock TransformerModel (TransformerModel.v3, with a precision) the parser computes no attention gradient: an
     attention-only parser leaves the encoder as it is, and the documented error is raised if a
     listener sends attention gradients anyway."""
     nlp = attention_only_pipeline(tiny_bert_dir, STOCK_ARCHITECTURE)
@@ -195,7 +196,7 @@ def test_stock_listener_tagger_trains_alongside(tiny_bert_dir, ud_train_docs):
     """A tagger on spacy-transformers' own listener, the last listener, shares the encoder with the
     attention-only parser: its d last_hidden_state is added to the parser's attention gradients
     in one backprop, and it learns."""
-    nlp = attention_only_pipeline(tiny_bert_dir, "spacy-pairatt.AttentionTransformerModel.v1", tagger=True)
+    nlp = attention_only_pipeline(tiny_bert_dir, "spacy-pairatt.AttentionTransformerModel.v2", tagger=True)
     examples = initialized(nlp, ud_train_docs[:4])
     assert nlp.get_pipe("transformer").listening_components == ["pairatt_parser", "tagger"]
     optimizer = Adam(3e-2)
@@ -214,7 +215,7 @@ def test_config_differs_from_the_stock_one_only_in_the_architecture():
     stock = load_config(REPO / "configs" / "parser_minilm.cfg")
     ftatt = load_config(FTATT_CONFIG)
     assert ftatt["components"]["transformer"]["model"]["@architectures"] == (
-        "spacy-pairatt.AttentionTransformerModel.v1"
+        "spacy-pairatt.AttentionTransformerModel.v2"
     )
     ftatt["components"]["transformer"]["model"]["@architectures"] = STOCK_ARCHITECTURE
     assert ftatt == stock
