@@ -533,14 +533,10 @@ def trained_run(folder: Path, encoder: str) -> TrainedRun:
 
 def pipeline_weights(path: Path) -> List:
     """Every Thinc parameter and torch tensor of a saved pipeline, in walk order."""
+    from spacy_pairatt.packaging.shipped_pipeline import model_weights
     from spacy_pairatt.training.optimizer_state import pipe_models
 
-    arrays = []
-    for _, model in pipe_models(spacy.load(path)):
-        for node in model.walk():
-            arrays += [node.get_param(name) for name in node.param_names if node.has_param(name)]
-            arrays += [tensor.numpy() for shim in node.shims for tensor in shim._model.state_dict().values()]
-    return arrays
+    return [array for _, model in pipe_models(spacy.load(path)) for array in model_weights(model)]
 
 
 def model_scores(output: Path) -> Dict:
@@ -812,6 +808,8 @@ def stdin_from(path: Optional[Path]):
 
 @contextlib.contextmanager
 def file_size_limit(size: Optional[int]):
+    """A disk that fills (None: no limit): RLIMIT_FSIZE makes a write past `size` bytes of a file fail
+    as a full disk's does (EFBIG, "File too large", and like ENOSPC no file name)."""
     if size is None:
         yield
         return

@@ -109,7 +109,6 @@ def in_precision(
         grad_scaler_config=dict(grad_scaler_config),
         precision=precision,
     )
-    model.attrs["precision"] = precision
     return model
 
 

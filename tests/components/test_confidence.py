@@ -16,9 +16,9 @@ import spacy
 from spacy.tokens import Doc, DocBin
 from thinc.api import Adam, fix_random_seed
 
+from bench.reliability import file_size_limit
 from spacy_pairatt import render_parse
 from tests.conftest import REPO, UD_DIR, examples_from_docs, make_pipeline, write_first_sentences
-from tests.full_disk import disk_full_after
 
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -529,7 +529,7 @@ def test_calibrate_on_a_full_disk_keeps_its_report_and_the_old_pipeline(
     to_disk = Language.to_disk
 
     def on_a_full_disk(nlp, path, **options):
-        with disk_full_after(200_000):
+        with file_size_limit(200_000):
             to_disk(nlp, path, **options)
 
     monkeypatch.setattr(Language, "to_disk", on_a_full_disk)

@@ -11,10 +11,10 @@ import sys
 
 import pytest
 
+from bench.reliability import file_size_limit
 from spacy_pairatt.runs import scratch
 from spacy_pairatt.runs.scratch import remove_stale_scratch, replace_folder, replace_pipeline_folder, scratch_path
 from spacy_pairatt.runs.signals import Interrupted, stop_signals_held, stop_signals_interrupt
-from tests.full_disk import disk_full_after
 
 
 def dead_pid() -> int:
@@ -116,7 +116,7 @@ def test_a_full_disk_while_a_folder_is_written_names_the_folder(tmp_path):
     """write() of a full disk names no file; the command's one-line error names the folder it replaces."""
     target = tmp_path / "model"
     folder_with(target, "config.cfg", "old")
-    with pytest.raises(OSError) as raised, disk_full_after(1000):
+    with pytest.raises(OSError) as raised, file_size_limit(1000):
         replace_pipeline_folder(target, lambda folder: (folder / "config.cfg").write_text("x" * 5000))
     assert raised.value.filename == str(target) and raised.value.strerror == "File too large"
     assert contents(target) == {"config.cfg": "old"} and [path.name for path in tmp_path.iterdir()] == ["model"]

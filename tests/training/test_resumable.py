@@ -25,6 +25,7 @@ import spacy
 import srsly
 from spacy.tokens import DocBin
 
+from bench.reliability import file_size_limit, pipeline_weights
 from spacy_pairatt.training.checkpoints import (
     COMPLETION_MARKER,
     CheckpointDamaged,
@@ -34,10 +35,8 @@ from spacy_pairatt.training.checkpoints import (
     prove,
     write_checkpoint,
 )
-from spacy_pairatt.training.optimizer_state import pipe_models
 from spacy_pairatt.training.resumable import read_checkpoint, resumable_state, train_resumable
 from tests.conftest import REPO, UD_DIR, read_conllu_sentences
-from tests.full_disk import disk_full_after
 
 CONFIG = REPO / "configs" / "parser_minilm.cfg"
 STEPS = 24  # training.max_steps: steps 0 to 24, 25 in all
@@ -98,19 +97,9 @@ def final_checkpoint(output):
     return saved.path
 
 
-def model_weights(path):
-    """Every Thinc parameter and torch tensor of a saved pipeline, in walk order."""
-    arrays = []
-    for _, model in pipe_models(spacy.load(path)):
-        for node in model.walk():
-            arrays += [node.get_param(name) for name in node.param_names if node.has_param(name)]
-            arrays += [tensor.numpy() for shim in node.shims for tensor in shim._model.state_dict().values()]
-    return arrays
-
-
 def test_a_stopped_and_resumed_run_ends_as_a_straight_run(straight_run, resumed_run):
     for folder in ("model-last", "model-best"):
-        straight, resumed = model_weights(straight_run / folder), model_weights(resumed_run / folder)
+        straight, resumed = pipeline_weights(straight_run / folder), pipeline_weights(resumed_run / folder)
         assert len(straight) == len(resumed) > 0
         for before, after in zip(straight, resumed):
             # to float tolerance: a matmul's last bits may follow its operands' memory alignment (seen once
@@ -290,7 +279,9 @@ def test_a_damaged_checkpoint_is_kept_until_the_run_passes_it_and_the_run_ends_a
     finished = train_resumable(CONFIG, trained_copy, checkpoint_every=5, overrides=overrides)
     assert finished.resumed_from == root / checkpoint_name(22) and finished.steps == STEPS + 1
     assert checkpoint_folders(root) == [checkpoint_name(22), checkpoint_name(STEPS + 1)]
-    for before, after in zip(model_weights(straight_run / "model-last"), model_weights(trained_copy / "model-last")):
+    for before, after in zip(
+        pipeline_weights(straight_run / "model-last"), pipeline_weights(trained_copy / "model-last")
+    ):
         numpy.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-6)
     straight, resumed = (srsly.read_json(run / "model-last" / "meta.json") for run in (straight_run, trained_copy))
     assert scores_and_losses(straight)[0] == scores_and_losses(resumed)[0]
@@ -320,11 +311,11 @@ def test_a_training_with_no_checkpoint_to_resume_from_is_refused_and_left_as_it_
 def test_a_finished_run_rerun_trains_nothing_and_keeps_its_checkpoints(trained_copy, overrides):
     root = trained_copy / "checkpoints"
     before = {path: path.read_bytes() for path in root.rglob("*") if path.is_file() and path.name != ".lock"}
-    weights = model_weights(trained_copy / "model-last")
+    weights = pipeline_weights(trained_copy / "model-last")
     outcome = train_resumable(CONFIG, trained_copy, checkpoint_every=5, overrides=overrides)
     assert outcome.resumed_from == root / checkpoint_name(STEPS + 1) and outcome.steps == STEPS + 1
     assert {path: path.read_bytes() for path in root.rglob("*") if path.is_file() and path.name != ".lock"} == before
-    for saved, again in zip(weights, model_weights(trained_copy / "model-last")):
+    for saved, again in zip(weights, pipeline_weights(trained_copy / "model-last")):
         numpy.testing.assert_array_equal(again, saved)
 
 
@@ -357,6 +348,6 @@ def test_a_full_disk_while_a_checkpoint_is_written_names_it(tmp_path):
     def large(folder):
         (folder / "weights.bin").write_bytes(b"\0" * 100_000)
 
-    with pytest.raises(OSError) as raised, disk_full_after(10_000):
+    with pytest.raises(OSError) as raised, file_size_limit(10_000):
         write_checkpoint(tmp_path, 1, large, keep=1)
     assert raised.value.filename == str(tmp_path / checkpoint_name(1)) and raised.value.strerror == "File too large"
