@@ -28,6 +28,7 @@ import torch
 from pipelines import build_pipeline, load_docs, unannotated
 from spacy.training import Example
 from spacy.util import fix_random_seed, load_config
+from ud_pipeline_speed import named_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -38,13 +39,6 @@ from spacy_pairatt.reporting.json_files import write_json  # noqa: E402
 from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
-
-
-def named_source(value: str):
-    name, separator, source = value.partition("=")
-    if not separator or not name or not source:
-        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=SOURCE")
-    return name, source
 
 
 def saved_pipeline(source: str, train_path: Path, scratch: Path) -> Path:
@@ -137,7 +131,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--pipeline",
-        type=named_source,
+        type=named_path,
         action="append",
         default=[],
         metavar="NAME=SOURCE",
@@ -145,7 +139,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--text-pipeline",
-        type=named_source,
+        type=named_path,
         action="append",
         default=[],
         metavar="NAME=SOURCE",

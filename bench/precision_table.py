@@ -16,18 +16,13 @@ from typing import Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ud_pipeline_speed import named_path  # noqa: E402
+
 from spacy_pairatt.reporting.json_files import write_text  # noqa: E402
 
 
 def read(path: str) -> Dict:
     return json.loads(Path(path).read_text(encoding="utf8"))
-
-
-def named(value: str) -> Tuple[str, str]:
-    name, separator, rest = value.partition("=")
-    if not separator or not name or not rest:
-        raise argparse.ArgumentTypeError(f"{value!r} is not NAME=...")
-    return name, rest
 
 
 def speed_rows(speed: Dict) -> List[str]:
@@ -112,7 +107,7 @@ def main() -> None:
     parser.add_argument("--speed", help="bench/precision.py's JSON")
     parser.add_argument(
         "--parse",
-        type=named,
+        type=named_path,
         action="append",
         default=[],
         metavar="NAME=JSON",
@@ -120,7 +115,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--training",
-        type=named,
+        type=named_path,
         action="append",
         default=[],
         metavar="ENCODER:PRECISION=PARSE,COST",

@@ -30,7 +30,7 @@ from thinc.api import ArgsKwargs, Model
 from transformers.file_utils import ModelOutput
 
 from .deprecations import warn_renamed
-from .precision import PrecisionHFShim, check_precision
+from .precision import PrecisionHFShim
 
 # The attribute that the component's listener callbacks carry, True when its model is ours.
 TAKES_ATTENTION_GRADIENTS = "takes_attention_gradients"
@@ -101,7 +101,6 @@ def in_precision(
     model: TransformerModel, precision: str, mixed_precision: bool, grad_scaler_config: dict
 ) -> TransformerModel:
     """`model` with its encoder shim replaced by a PrecisionHFShim of the same settings."""
-    check_precision(precision)
     wrapper = model.layers[0]
     wrapper.shims[0] = PrecisionHFShim(
         wrapper.shims[0]._hfmodel,

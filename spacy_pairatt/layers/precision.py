@@ -2,10 +2,11 @@
 
 A transformer forward and backward pass spends most of its time in matrix products. Under
 `torch.autocast(..., dtype=torch.bfloat16)` those run in bfloat16 while the parameters, the
-optimizer's state and the numerically touchy ops (layer norm, softmax) stay float32: on a CPU
-with native bfloat16 (AVX512-BF16 or AMX) an MPNet training step takes about a third of its
-float32 time. thinc's `PyTorchShim` autocasts only on CUDA, and only to float16 (spacy-transformers'
-`mixed_precision`), so `PrecisionHFShim` adds the context itself, around the encoder's own calls:
+optimizer's state and the numerically touchy ops (layer norm) stay float32: on a CPU with native
+bfloat16 (AVX512-BF16 or AMX) the encoder's own work takes well under float32's time (what whole
+parses and training steps gain: docs/performance.md#precision). thinc's `PyTorchShim` autocasts
+only on CUDA, and only to float16 (spacy-transformers' `mixed_precision`), so `PrecisionHFShim`
+adds the context itself, around the encoder's own calls:
 nothing process-wide is switched, and whatever leaves the shim is float32, since numpy, thinc and
 the parser have no bfloat16.
 
