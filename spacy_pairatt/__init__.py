@@ -6,14 +6,11 @@ in `__all__` are the package's public API (docs/api.md lists each): the pipes, t
 they return or store, and the functions a user calls. Each loads from its module on first use
 (PEP 562), so `import spacy_pairatt` still imports no spaCy or torch.
 
-The confidence extensions (`doc._.pairatt_confidence`, `token._.head_prob`, ...) are registered as
-soon as spaCy is loaded in a process that imported the package, so that Docs saved with confidence
-(a DocBin with user data) read back before any pipeline is loaded.
+Importing it changes nothing in the process either: the Doc, Token and Span extensions
+(`doc._.pairatt_confidence`, `token._.head_prob`, `doc._.relations`, ...) are registered by
+`register_extensions()`, which every pipe and reader calls; code that reads saved Docs before any
+pipe is built calls it itself.
 """
-
-import importlib.abc
-import importlib.util
-import sys
 
 from .about import __version__
 
@@ -44,6 +41,7 @@ LAZY = {
     "tree_marginals": "core.marginals",
     "decode_heads": "core.decoding",
     "precision_overrides": "layers.precision",
+    "register_extensions": "integration.extensions",
 }
 __all__ = ["__version__", *LAZY]
 
@@ -58,36 +56,3 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(LAZY))
-
-
-def _register_extensions() -> None:
-    from .integration.confidence import register_confidence_extensions
-
-    register_confidence_extensions()
-
-
-class _RegisterAfterSpacy(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds nothing itself: when spaCy is imported, lets the other finders load it, then registers the
-    extensions, and steps out of `sys.meta_path`."""
-
-    def find_spec(self, name, path, target=None):
-        if name != "spacy":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            self.loader, spec.loader = spec.loader, self
-        return spec
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module) -> None:
-        self.loader.exec_module(module)
-        _register_extensions()
-
-
-if "spacy" in sys.modules:
-    _register_extensions()
-else:
-    sys.meta_path.insert(0, _RegisterAfterSpacy())

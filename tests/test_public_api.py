@@ -41,6 +41,28 @@ def test_every_public_name_loads_on_first_use_only():
     assert "spacy_pairatt.components.parser" in report["names"]["PairAttParser"]
 
 
+IMPORT_CHANGES_NOTHING = """
+import json, sys
+runs = []
+sys.addaudithook(lambda event, args: runs.append(repr(args[:2])) if event == "subprocess.Popen" else None)
+hooks = (list(sys.meta_path), list(sys.path_hooks))
+import spacy_pairatt
+package_hooks = (list(sys.meta_path), list(sys.path_hooks)) == hooks
+import spacy_pairatt.cli, spacy_pairatt.reporting.provenance
+import spacy
+from spacy.tokens import Doc
+registered = Doc.has_extension("pairatt_confidence")
+print(json.dumps({"hooks_unchanged": package_hooks, "runs": runs, "registered": registered}))
+"""
+
+
+def test_importing_the_package_or_its_command_line_installs_no_hook_and_runs_no_git():
+    """Registering is `register_extensions()`'s job and asking git the command's (`code_at_start`)."""
+    result = subprocess.run([sys.executable, "-c", IMPORT_CHANGES_NOTHING], capture_output=True, text=True, check=True)
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"hooks_unchanged": True, "runs": [], "registered": False}
+
+
 def test_the_public_names_are_the_pipes_data_classes_and_user_functions():
     from spacy_pairatt.components.parser import PairAttParser
     from spacy_pairatt.components.relations import PairAttRelationExtractor
@@ -54,12 +76,37 @@ def test_the_public_names_are_the_pipes_data_classes_and_user_functions():
         spacy_pairatt.no_such_name
 
 
+API = (REPO / "docs" / "api.md").read_text(encoding="utf8")
+# "- `NAME` (`MODULE`): ..." in api.md's Python section: a public name and the module it says defines it.
+DOCUMENTED_MODULES = re.findall(r"^- `(\w+)` \(`([\w.]+)`\)", API.split("\n## Registered names")[0], flags=re.M)
+
+
 def test_docs_api_lists_every_public_and_registered_name():
-    api = (REPO / "docs" / "api.md").read_text(encoding="utf8")
     for name in spacy_pairatt.__all__:
-        assert f"`{name}`" in api, name
+        assert f"`{name}`" in API, name
     for name, _, _ in ENTRY_POINTS:
-        assert f"`{name}`" in api, name
+        assert f"`{name}`" in API, name
+
+
+def test_docs_api_names_the_module_each_public_name_is_defined_in():
+    from importlib import import_module
+
+    assert {name for name, _ in DOCUMENTED_MODULES} == set(spacy_pairatt.__all__) - {"__version__"}
+    for name, module in DOCUMENTED_MODULES:
+        defined = getattr(import_module(f"spacy_pairatt.{module}"), name)
+        assert defined is getattr(spacy_pairatt, name), f"{name} is not the {module} one"
+        assert getattr(defined, "__module__", None) == f"spacy_pairatt.{module}", f"{name} is defined elsewhere"
+
+
+def test_docs_api_names_only_modules_and_functions_that_exist():
+    from importlib import import_module
+
+    for dotted in set(re.findall(r"`(spacy_pairatt(?:\.\w+)+)", API)):
+        module, _, attribute = dotted.rpartition(".")
+        try:
+            import_module(dotted)
+        except ModuleNotFoundError:
+            assert hasattr(import_module(module), attribute), dotted
 
 
 @pytest.mark.parametrize("name,module,function", ENTRY_POINTS, ids=[name for name, _, _ in ENTRY_POINTS])
@@ -115,6 +162,7 @@ import sys
 import spacy_pairatt
 import spacy
 from spacy.tokens import DocBin
+spacy_pairatt.register_extensions()
 doc = spacy.blank("en")("A saved doc .")
 doc._.pairatt_confidence = {"written": "before"}
 DocBin(docs=[doc], store_user_data=True).to_disk(sys.argv[1])
@@ -125,12 +173,13 @@ import spacy_pairatt
 from spacy.tokens import DocBin
 from spacy.vocab import Vocab
 doc = next(DocBin().from_disk(sys.argv[1]).get_docs(Vocab()))
+spacy_pairatt.register_extensions()
 print(doc._.pairatt_confidence)
 """
 
 
-def test_docs_saved_with_confidence_read_back_in_a_fresh_process_that_imported_the_package(tmp_path):
-    """No pipeline loaded: `import spacy_pairatt` registers the extensions once spaCy is imported."""
+def test_docs_saved_with_confidence_read_back_in_a_fresh_process_that_registers_the_extensions(tmp_path):
+    """No pipeline loaded: `register_extensions()` is all a reader of saved Docs calls."""
     path = str(tmp_path / "docs.spacy")
     subprocess.run([sys.executable, "-c", SAVE_WITH_CONFIDENCE, path], check=True, capture_output=True)
     read = subprocess.run([sys.executable, "-c", READ_IN_A_FRESH_PROCESS, path], capture_output=True, text=True)

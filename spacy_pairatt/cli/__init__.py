@@ -56,7 +56,9 @@ def main(argv=None) -> None:
         args.config_overrides = unknown  # spaCy's --section.key value, for the commands that train
     command = " ".join(filter(None, (args.command, getattr(args, "mode", None))))
     if args.records_provenance:  # results files name the code as it was when the command started (git asked now)
-        from ..reporting import provenance  # noqa: F401
+        from ..reporting.provenance import code_at_start
+
+        code_at_start()
     try:
         with stop_signals_interrupt():
             args.func(args)

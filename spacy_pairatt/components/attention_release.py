@@ -18,6 +18,7 @@ from spacy.tokens import Doc
 from spacy_transformers.data_classes import TransformerData
 from transformers.file_utils import ModelOutput
 
+from ..integration.extensions import register_extensions
 from ..integration.features import sentence_features
 
 KEEP_CHOICES = (None, "float16", "float32")
@@ -39,8 +40,7 @@ class AttentionRelease:
     def __init__(self, name: str = "pairatt_release_attention", *, keep: Optional[str] = None):
         if keep not in KEEP_CHOICES:
             raise ValueError(f"pairatt_release_attention: keep must be one of {KEEP_CHOICES}, got {keep!r}")
-        if not Doc.has_extension("pairatt_attention"):
-            Doc.set_extension("pairatt_attention", default=None)
+        register_extensions()
         self.name = name
         self.keep = keep
 

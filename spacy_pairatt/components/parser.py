@@ -25,8 +25,8 @@ from ..integration.confidence import (
     BatchConfidence,
     ChunkWords,
     SentenceConfidence,
-    register_confidence_extensions,
 )
+from ..integration.extensions import register_extensions
 from ..integration.pipe_setup import default_model, prepare_process
 from ..integration.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.pair_scorer import PairScoresGradient
@@ -223,7 +223,7 @@ class PairAttParser(PairScoringPipe):
         self.scorer = scorer
         # arc_temperature / label_temperature: fitted on dev by `python -m spacy_pairatt calibrate`.
         self.cfg: Dict = {"labels": [], "root_labels": [], "dims": {}, "arc_temperature": 1.0, "label_temperature": 1.0}
-        register_confidence_extensions()
+        register_extensions()
 
     @property
     def label_data(self) -> Dict[str, List[str]]:

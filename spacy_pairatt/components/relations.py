@@ -20,9 +20,9 @@ from ..integration.doc_relations import (
     ENTS,
     candidate_spans,
     distinct_entities,
-    register_relations_extension,
     set_relation_arrays,
 )
+from ..integration.extensions import register_extensions
 from ..integration.pipe_setup import default_model, prepare_process
 from ..integration.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
@@ -113,7 +113,7 @@ class PairAttRelationExtractor(PairScoringPipe):
         seed: int = 0,
         scorer=None,
     ):
-        register_relations_extension()
+        register_extensions()
         check_settings(
             "pairatt_rel", threshold=threshold, negative_ratio=negative_ratio, max_pairs_per_doc=max_pairs_per_doc
         )

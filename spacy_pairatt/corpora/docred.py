@@ -21,7 +21,8 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from spacy.vocab import Vocab
 
-from ..integration.doc_relations import Relation, entity_mentions, register_relations_extension
+from ..integration.doc_relations import Relation, entity_mentions
+from ..integration.extensions import register_extensions
 from .files import fetch_checked, write_docbins
 from .relation_metrics import docred_scores
 
@@ -98,7 +99,7 @@ def docred_doc(vocab: Vocab, record: dict) -> Doc:
 
 def read_docred(path: Path, vocab: Optional[Vocab] = None) -> Iterator[Doc]:
     """The documents of a (Re-)DocRED JSON file, in file order."""
-    register_relations_extension()
+    register_extensions()
     vocab = vocab or Vocab()
     for record in json.loads(path.read_text(encoding="utf8")):
         yield docred_doc(vocab, record)
@@ -128,7 +129,7 @@ def _chars(doc: Doc, offsets: Tuple[int, int]) -> Tuple[int, int]:
 def docred_facts(docs: Iterable[Doc]) -> Dict[Fact, float]:
     """Each Doc's relations as facts -> score, keyed by the Doc's position and character offsets, so a
     predicted Doc tokenised differently from its gold Doc still matches; a repeated fact keeps its best score."""
-    register_relations_extension()
+    register_extensions()
     facts: Dict[Fact, float] = {}
     for position, doc in enumerate(docs):
         for relation in doc._.relations:

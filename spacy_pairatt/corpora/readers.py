@@ -13,7 +13,8 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from spacy.util import registry
 
-from ..integration.doc_relations import ENTS, register_relations_extension
+from ..integration.doc_relations import ENTS
+from ..integration.extensions import register_extensions
 
 
 @registry.readers("spacy-pairatt.GoldSpansCorpus.v1")
@@ -27,7 +28,7 @@ def make_gold_spans_corpus(
     path = Path(path)
     if not path.exists():
         raise ValueError(f"GoldSpansCorpus: no such file {str(path)!r}")
-    register_relations_extension()
+    register_extensions()
 
     def read(nlp: Language) -> Iterator[Example]:
         docs = DocBin(store_user_data=True).from_disk(path).get_docs(nlp.vocab)

@@ -22,7 +22,8 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example
 
-from ..integration.doc_relations import Relation, register_relations_extension
+from ..integration.doc_relations import Relation
+from ..integration.extensions import register_extensions
 from .files import fetch_checked, write_docbins
 from .relation_metrics import OTHER, semeval_official_scores
 
@@ -123,7 +124,7 @@ def make_example_doc(nlp: Language, sentence_id: str, tagged: str, label: str, m
 
 def read_semeval(path: Path, nlp: Optional[Language] = None, markers: bool = False) -> Iterator[Doc]:
     """The Docs of one SemEval file, in file order."""
-    register_relations_extension()
+    register_extensions()
     nlp = nlp or spacy.blank("en")
     for sentence_id, tagged, label in read_examples(path):
         yield make_example_doc(nlp, sentence_id, tagged, label, markers)
@@ -163,7 +164,7 @@ def convert_semeval(src_dir: Path, out_dir: Path, markers: bool = False) -> Dict
 def semeval_label(doc: Doc, threshold: float = 0.5) -> str:
     """The 19-way label of a Doc over its two ents (e1 first): its highest-scoring relation between
     e1 and e2 in either direction, "Other" when there is none with score >= threshold."""
-    register_relations_extension()
+    register_extensions()
     if len(doc.ents) != 2:
         raise ValueError(f"SemEval Doc {doc.user_data.get('semeval_id')}: {len(doc.ents)} ents, expected e1 and e2")
     e1, e2 = ((ent.start, ent.end) for ent in doc.ents)

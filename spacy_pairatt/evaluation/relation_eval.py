@@ -16,7 +16,8 @@ from ..corpora.docred import SPANS_KEY, docred_facts, name_triples, score_docred
 from ..corpora.readers import make_gold_spans_corpus
 from ..corpora.relation_metrics import tune_threshold
 from ..corpora.semeval import score_semeval, semeval_label
-from ..integration.doc_relations import ENTS, register_relations_extension
+from ..integration.doc_relations import ENTS
+from ..integration.extensions import register_extensions
 from ..reporting.provenance import model_provenance, provenance
 from .parser_eval import predict_examples
 
@@ -75,7 +76,7 @@ def evaluate_semeval(model: str, data: str, batch_size: int = 64, labels: bool =
 def evaluate_docred(model: str, tune: str, test: str, train: str, batch_size: int = 16) -> Dict:
     """θ tuned for F1 on `tune`, then F1, Ign F1 (facts seen in `train` discounted) and AUC on `test`."""
     started = time.time()
-    register_relations_extension()
+    register_extensions()
     nlp = spacy.load(model)
     nlp.get_pipe("pairatt_rel").threshold = DOCRED_CANDIDATE_FLOOR
     tune_examples = _given_entities(nlp, tune, SPANS_KEY)

@@ -106,7 +106,7 @@ def set_relation_arrays(
 
 
 def register_relations_extension() -> None:
-    """`doc._.relations`: idempotent, so every component and reader can call it."""
+    """`doc._.relations` alone, idempotent (`register_extensions` registers it with the others)."""
     if not Doc.has_extension("relations"):
         Doc.set_extension("relations", getter=get_relations, setter=set_relations)
 

@@ -19,7 +19,7 @@ from spacy.training import Example
 from spacy.util import registry
 
 from ..core.decoding import is_single_rooted_tree
-from .doc_relations import register_relations_extension
+from .extensions import register_extensions
 
 
 def lowercase_dep(token, attr: str) -> str:
@@ -123,7 +123,7 @@ def score_relations(examples: Iterable[Example], **kwargs) -> Dict[str, float]:
 
     Registered through `make_relation_scorer` as `spacy-pairatt.relation_scorer.v1`.
     """
-    register_relations_extension()
+    register_extensions()
     gold, predicted = set(), set()
     for index, example in enumerate(examples):
         for facts, doc in ((gold, example.reference), (predicted, example.predicted)):

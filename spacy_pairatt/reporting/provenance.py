@@ -5,6 +5,7 @@ table, the probe, the bench scripts) adds `"provenance": provenance(...)`; evalu
 pipeline add `"model": model_provenance(nlp, path)` (its config's hash, training seed and steps).
 """
 
+import functools
 import hashlib
 import json
 import os
@@ -40,14 +41,14 @@ def provenance(
     seed: the seed the results depend on (a training seed, a sampling seed; None where there is none).
     started: `time.time()` when the work began; `wall_seconds` runs from there to now (default: from
     the start of the process). command: default the process's command line (`command_as_typed()`).
-    code: `code_version()` taken when the work began (default: when this process imported this
-    module, `CODE_AT_IMPORT`); a checkout can move on during a long run, and the code that counts is
-    the code the process loaded, not the checkout's state when the results are written.
+    code: `code_version()` taken when the work began (default: `code_at_start()`, which the command
+    line calls as a command starts); a checkout can move on during a long run, and the code that counts
+    is the code the process loaded, not the checkout's state when the results are written.
     """
     now = time.time()
     start = process_start() if started is None else started
     return {
-        "code": code or CODE_AT_IMPORT,
+        "code": code or code_at_start(),
         "versions": {"python": platform.python_version(), **library_versions()},
         "command": command or command_as_typed(),
         "seed": seed,
@@ -80,6 +81,14 @@ def code_version(root: Path = SOURCE_ROOT) -> Dict:
     if (root / "setup.py").is_file() and os.environ.get(SOURCE_STAMP_ENV):
         return stamped_code_version(root, Path(os.environ[SOURCE_STAMP_ENV]))
     return git_code_version(root)
+
+
+@functools.cache
+def code_at_start() -> Dict:
+    """`code_version()` at this process's first call, the same at every later one: Python keeps the
+    modules it imported, whatever the checkout becomes. `python -m spacy_pairatt` calls it as a
+    command that writes results starts, not at import (importing runs no git)."""
+    return code_version()
 
 
 def git_code_version(root: Path) -> Dict:
@@ -222,7 +231,3 @@ def model_provenance(nlp, path) -> Dict:
         "encoder": encoder,
         "spacy_version": nlp.meta.get("spacy_version"),
     }
-
-
-# The code this process runs: Python keeps the modules it imported, whatever the checkout becomes.
-CODE_AT_IMPORT = code_version()

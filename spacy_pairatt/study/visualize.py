@@ -223,9 +223,9 @@ def relation_picture(tagged: str, maps: Sequence[MapSpec], output: Path, encoder
     the e1 x e2 and e2 x e1 blocks boxed."""
     from ..corpora.relation_metrics import OTHER
     from ..corpora.semeval import make_example_doc
-    from ..integration.doc_relations import register_relations_extension
+    from ..integration.extensions import register_extensions
 
-    register_relations_extension()
+    register_extensions()
     nlp = frozen_encoder(encoder)
     layout = encoder_layout(nlp)
     check_maps(maps, layout)

@@ -76,8 +76,8 @@ def test_dirty_means_changed_code_not_changed_results(checkout):
     assert code_version(checkout)["dirty_paths"] == ["spacy_pairatt/code.py", "spacy_pairatt/new.py"]
 
 
-def test_results_name_the_code_the_process_imported_not_the_checkout_at_the_end(checkout):
-    """A long run writes its results after the checkout may have moved on: they name the code it loaded."""
+def test_results_name_the_code_the_process_started_with_not_the_checkout_at_the_end(checkout):
+    """A long run writes its results after the checkout may have moved on: they name the code it started with."""
     (checkout / "spacy_pairatt" / "reporting").mkdir(parents=True)
     shutil.copy(Path(provenance_module.__file__), checkout / "spacy_pairatt" / "reporting" / "provenance.py")
     (checkout / "spacy_pairatt" / "__init__.py").write_text("")
@@ -86,7 +86,8 @@ def test_results_name_the_code_the_process_imported_not_the_checkout_at_the_end(
     git(checkout, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "provenance")
     script = (
         "import json, pathlib, sys; sys.path.insert(0, sys.argv[1]);"
-        "from spacy_pairatt.reporting.provenance import code_version, provenance;"
+        "from spacy_pairatt.reporting.provenance import code_at_start, code_version, provenance;"
+        "code_at_start();"
         "pathlib.Path(sys.argv[1], 'spacy_pairatt', 'code.py').write_text('X = 2');"
         "print(json.dumps([provenance()['code'], code_version()]))"
     )
@@ -175,6 +176,28 @@ def test_bench_scripts_record_provenance(script):
     source = (REPO / script).read_text(encoding="utf8")
     assert "from spacy_pairatt.reporting.provenance import provenance" in source
     assert 'result["provenance"] = provenance(' in source
+
+
+def test_a_command_asks_git_as_it_starts_and_its_results_name_that_code(monkeypatch, capsys):
+    """`python -m spacy_pairatt` takes `code_at_start()` before the command runs: what it writes at the
+    end names the code the command started with."""
+    from spacy_pairatt.cli import shipping
+
+    def at(moment):
+        return lambda: {"commit": moment, "dirty": False, "dirty_paths": []}
+
+    def command_while_the_checkout_moves(args):
+        monkeypatch.setattr(provenance_module, "code_version", at("at end"))
+        print(provenance()["code"]["commit"])
+
+    monkeypatch.setattr(provenance_module, "code_version", at("at start"))
+    monkeypatch.setattr(shipping, "write_source_stamp", command_while_the_checkout_moves)
+    provenance_module.code_at_start.cache_clear()
+    try:
+        cli_main(["source-stamp", "unused.json"])
+    finally:
+        provenance_module.code_at_start.cache_clear()
+    assert capsys.readouterr().out == "at start\n"
 
 
 def test_a_training_records_the_commit_it_started_from(monkeypatch):
