@@ -78,6 +78,33 @@ def _project_layers(layers: Sequence[torch.Tensor], weights: torch.Tensor) -> to
     return projected
 
 
+def _project_per_block(
+    layers: Sequence[torch.Tensor], block_weights: torch.Tensor, rows: Optional[torch.Tensor]
+) -> torch.Tensor:
+    """(Bk, C, P*P): block k's window, row rows[k] of the bucket's maps [(W, H_l, P, P)] per layer,
+    projected by its own weights block_weights[k] (C, F); rows None: block k is window k.
+
+    A window holds several blocks when it holds several groups (the sentences of a paragraph).
+    Gathering its maps per block copied its F maps once for each of them, forward and back: most of
+    a UD pipeline training step. Here each window's maps are read once, by the weights of all its
+    blocks stacked, (K * C, F) for the K blocks of the window that has most.
+    """
+    if rows is None:
+        return _project_layers(layers, block_weights)
+    windows, rows = torch.unique(rows, return_inverse=True)
+    if len(windows) < len(layers[0]):  # a chunk of the batch reads some of the bucket's windows
+        layers = [layer[windows] for layer in layers]
+    n_blocks, n_out, n_maps = block_weights.shape
+    order = torch.argsort(rows, stable=True)
+    counts = torch.bincount(rows, minlength=len(windows))
+    place = torch.empty_like(rows)
+    place[order] = torch.arange(n_blocks, device=rows.device) - (torch.cumsum(counts, 0) - counts)[rows[order]]
+    stacked = block_weights.new_zeros(len(windows), int(counts.max()), n_out, n_maps)
+    stacked = stacked.index_put((rows, place), block_weights)
+    projected = _project_layers(layers, stacked.flatten(1, 2))  # (W, K * C, P*P)
+    return projected.view(len(windows), -1, n_out, projected.shape[-1])[rows, place]
+
+
 @dataclass
 class WordAttention:
     """Word-level attention of S groups of N units, kept as the windows' wordpiece maps and the
@@ -164,7 +191,7 @@ class WordAttention:
             elif weights.dim() == 2:  # before the gather: fewer values
                 block_maps = _rows(self._projected_bucket(bucket, weights, key), local)  # (Bk_b, C, P_b * P_b)
             else:  # one set of weights per group (map dropout)
-                block_maps = _project_layers([_rows(layer, local) for layer in layers], weights[a.block_group[blocks]])
+                block_maps = _project_per_block(layers, weights[a.block_group[blocks]], local)
             rows_first = block_maps.reshape(-1, n_out, width, width).transpose(1, 2)  # (Bk_b, P_b, C, P_b)
             used = int((a.unit_of[blocks] >= 0).sum(1).max())  # block units beyond are padding here
             rows, cols = a.rows[blocks, :used, :width], a.cols[blocks, :used, :width]

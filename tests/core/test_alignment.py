@@ -314,3 +314,27 @@ def test_tokens_the_encoder_drops_share_the_wordpieces_before_them():
     # a Doc where no token has a wordpiece keeps none: the scorer's placeholder stands in
     lone = Doc(vocab, words=["\u200b"], spaces=[False])
     assert [a.tolist() for a in borrowed_wordpieces(lone, np.array([0]), np.zeros(0, dtype="int64"))] == [[0], []]
+
+
+def test_per_group_projection_gradients_where_sentences_share_windows():
+    """Map dropout's per-group weights (S, C, F) on a window read by three sentences, one of them
+    alone in another window: autograd to the maps and the weights against finite differences, and
+    the values against the dense maps' projection."""
+    rng = np.random.default_rng(7)
+    windows = [(2, 5)]
+    align = ragged([[1], [2], [3], [4], [6], [7], [8]])  # tokens 0..3 in window 0, 4..6 in window 1
+    alignments = DocAlignments.from_docs([align[0]], [align[1]], windows)
+    groups = Groups.sentences([0, 0, 0, 0], [0, 2, 3, 4], [2, 1, 1, 3])
+    alignment = align_blocks(alignments, groups).to_torch("cpu")
+    for name in ("rows", "cols", "hidden_weights"):
+        setattr(alignment, name, getattr(alignment, name).double())
+    assert len(alignment.block_window) == 4 and len(set(alignment.block_window.tolist())) == 2
+    maps = tuple(torch.tensor(rng.random(size=(2, 1, 5, 5)), requires_grad=True) for _ in range(2))
+    weights = torch.tensor(rng.normal(size=(4, 3, 2)), requires_grad=True)
+
+    def projected(weights, *maps):
+        return pool_attention([list(maps)], alignment).project(weights)
+
+    dense = pool_attention([list(maps)], alignment).dense()
+    torch.testing.assert_close(projected(weights, *maps), torch.einsum("scf,sfij->scij", weights, dense))
+    assert torch.autograd.gradcheck(projected, (weights, *maps))
