@@ -9,7 +9,7 @@ from importlib.metadata import PackageNotFoundError, distribution, requires
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from spacy_pairatt.reporting.provenance import provenance
+from spacy_pairatt.reporting.provenance import code_at_start, provenance
 from spacy_pairatt.reporting.tables import report_json
 
 FOLDERS = ("assets", "corpus", "training/pairatt/model-best")
@@ -56,4 +56,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

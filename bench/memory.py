@@ -52,7 +52,7 @@ from spacy_pairatt.integration.memory import (
     set_mmap_threshold,
 )
 from spacy_pairatt.reporting.json_files import write_json
-from spacy_pairatt.reporting.provenance import provenance
+from spacy_pairatt.reporting.provenance import code_at_start, provenance
 
 CORPUS = tuple(f"corpus/ud_ewt/en_ewt-ud-{split}.spacy" for split in ("train", "dev", "test"))
 SPEED_BLOCK_WORDS = 30_000
@@ -394,4 +394,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

@@ -36,7 +36,7 @@ from spacy_pairatt.corpora.ud_documents import raw_text  # noqa: E402
 from spacy_pairatt.evaluation.segmentation import source_doc  # noqa: E402
 from spacy_pairatt.layers.precision import cpu_has_native_bfloat16, precision_overrides  # noqa: E402
 from spacy_pairatt.reporting.json_files import write_json  # noqa: E402
-from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
+from spacy_pairatt.reporting.provenance import code_at_start, provenance  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -212,4 +212,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

@@ -33,7 +33,7 @@ from spacy_pairatt.evaluation.parser_eval import copy_gold_sentence_starts, pred
 from spacy_pairatt.integration.scoring import score_parse  # noqa: E402
 from spacy_pairatt.layers.precision import precision_overrides  # noqa: E402
 from spacy_pairatt.reporting.json_files import write_json  # noqa: E402
-from spacy_pairatt.reporting.provenance import model_provenance, provenance  # noqa: E402
+from spacy_pairatt.reporting.provenance import code_at_start, model_provenance, provenance  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -115,4 +115,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

@@ -30,7 +30,7 @@ from spacy.training.initialize import init_nlp
 from spacy_pairatt.corpora.relation_metrics import SEMEVAL_RELATIONS
 from spacy_pairatt.integration.doc_relations import register_relations_extension
 from spacy_pairatt.reporting.json_files import write_json
-from spacy_pairatt.reporting.provenance import provenance
+from spacy_pairatt.reporting.provenance import code_at_start, provenance
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "rel_semeval_minilm.cfg"
 SEED = 0  # the config's system.seed: the untrained weights
@@ -131,4 +131,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

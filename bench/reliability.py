@@ -1471,4 +1471,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from spacy_pairatt.reporting.provenance import code_at_start
+
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

@@ -24,7 +24,7 @@ from typing import Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spacy_pairatt.reporting.json_files import json_text, write_json  # noqa: E402
-from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
+from spacy_pairatt.reporting.provenance import code_at_start, provenance  # noqa: E402
 
 
 def run(command, log: Optional[Path]) -> int:
@@ -121,4 +121,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     sys.exit(main())

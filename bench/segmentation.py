@@ -36,7 +36,7 @@ from spacy_pairatt.evaluation.ud_treebank import load_conllu  # noqa: E402
 from spacy_pairatt.packaging.shipped_pipeline import put_senter  # noqa: E402
 from spacy_pairatt.parse_files.parsing import parse_file  # noqa: E402
 from spacy_pairatt.reporting.json_files import read_json, write_json, write_text  # noqa: E402
-from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
+from spacy_pairatt.reporting.provenance import code_at_start, provenance  # noqa: E402
 
 UD = Path("assets/ud_ewt")
 UD_TOKENIZER = "spacy-pairatt.ud_english_tokenizer.v1"
@@ -160,4 +160,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

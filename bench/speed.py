@@ -42,7 +42,7 @@ import spacy_pairatt.components.parser as parser_module
 from spacy_pairatt.core.decoding import decode_batch
 from spacy_pairatt.layers.fused_attention import FUSED_CLASSES
 from spacy_pairatt.reporting.json_files import write_json
-from spacy_pairatt.reporting.provenance import provenance
+from spacy_pairatt.reporting.provenance import code_at_start, provenance
 from spacy_pairatt.reporting.tables import timed_apart_seconds
 
 
@@ -320,4 +320,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

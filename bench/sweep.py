@@ -35,7 +35,7 @@ from typing import Dict, List, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spacy_pairatt.reporting.json_files import write_json  # noqa: E402
-from spacy_pairatt.reporting.provenance import command_as_typed, provenance  # noqa: E402
+from spacy_pairatt.reporting.provenance import code_at_start, command_as_typed, provenance  # noqa: E402
 
 # spaCy's ConsoleLogger row: epoch, step, the components' losses, then the scores and SCORE.
 EVAL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+((?:[\d.]+\s+)+)([\d.]+)\s*$")
@@ -227,4 +227,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()

@@ -29,7 +29,7 @@ from spacy_pairatt.corpora.ud_documents import raw_text  # noqa: E402
 from spacy_pairatt.evaluation.segmentation import source_doc  # noqa: E402
 from spacy_pairatt.evaluation.ud_treebank import load_conllu  # noqa: E402
 from spacy_pairatt.reporting.json_files import write_json  # noqa: E402
-from spacy_pairatt.reporting.provenance import provenance  # noqa: E402
+from spacy_pairatt.reporting.provenance import code_at_start, provenance  # noqa: E402
 
 
 def named_path(value: str):
@@ -103,4 +103,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    code_at_start()  # the checkout as the run starts: what its results record
     main()
