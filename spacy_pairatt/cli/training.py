@@ -25,6 +25,7 @@ def train_resumable_command(args) -> None:
                 use_gpu=args.gpu_id,
                 overrides=overrides,
                 restart=args.restart,
+                checkpoints_path=Path(args.checkpoints) if args.checkpoints else None,
             )
     except ResumeError as error:
         raise SystemExit(f"python -m spacy_pairatt train-resumable: error: {error}") from None
@@ -46,13 +47,18 @@ def add_commands(commands) -> None:
     train.add_argument("config", help="the training config (.cfg)")
     train.add_argument("--output", "-o", required=True, help="output folder: model-best, model-last, checkpoints/")
     train.add_argument(
+        "--checkpoints",
+        help="the checkpoints' folder (default OUTPUT/checkpoints; ~ is your home), e.g. one under your cache "
+        "that outlives the checkout: a run in a fresh checkout resumes from it and gets its model-best back",
+    )
+    train.add_argument(
         "--checkpoint-every", type=int, default=100, help="steps between checkpoints (default 100), at least 1"
     )
     train.add_argument("--keep", type=int, default=2, help="complete checkpoints kept, newest first (default 2)")
     train.add_argument(
         "--restart",
         action="store_true",
-        help="start over from step 0, deleting OUTPUT's model-best, model-last and checkpoints (without it, an "
+        help="start over from step 0, deleting OUTPUT's model-best and model-last and the checkpoints (without it, an "
         "OUTPUT that holds a training but no checkpoint to resume from is refused)",
     )
     train.add_argument("--gpu-id", "-g", type=int, default=-1, help="GPU id, or -1 for the CPU (default)")

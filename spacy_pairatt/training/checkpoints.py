@@ -30,6 +30,9 @@ from ..packaging.split_encoders import file_sha256
 from ..runs.scratch import current_umask, naming_path, remove_path
 
 CHECKPOINTS_DIR = "checkpoints"
+# model-best kept beside checkpoints that live outside the output (--checkpoints): a fresh output gets it back
+KEPT_BEST_DIR = "model-best"
+KEPT_BEST_PARTIAL = f".{KEPT_BEST_DIR}.partial"
 COMPLETION_MARKER = "COMPLETE"
 LOCK_FILE = ".lock"
 CHECKPOINT_NAME = re.compile(r"step-(\d+)")
@@ -213,11 +216,29 @@ def remove_older_checkpoints(root: Path, keep: int, newest: int) -> None:
 
 
 def remove_all_checkpoints(root: Path) -> None:
-    """Every checkpoint under `root`, set-aside and partial ones too (a training started over)."""
+    """Every checkpoint under `root`, set-aside and partial ones too, and the run's kept model-best (a
+    training started over); nothing else: `root` may be a folder the user named (--checkpoints)."""
     for path in root.iterdir():
-        if path.name != LOCK_FILE:
+        if (
+            CHECKPOINT_NAME.fullmatch(path.name)
+            or SET_ASIDE_NAME.fullmatch(path.name)
+            or path.name.startswith(".step-")
+            or path.name in (KEPT_BEST_DIR, KEPT_BEST_PARTIAL)
+        ):
             remove_path(path)
 
+
+
+def keep_best(best: Path, kept: Path) -> None:
+    """`kept` (root/KEPT_BEST_DIR) becomes a copy of the run's model-best, copied beside it first: a
+    stop while it copies leaves the old one whole."""
+    partial = kept.with_name(KEPT_BEST_PARTIAL)
+    if partial.exists():
+        shutil.rmtree(partial)
+    shutil.copytree(best, partial)
+    if kept.exists():
+        shutil.rmtree(kept)
+    os.replace(partial, kept)
 
 @contextmanager
 def exclusive_checkpoints(root: Path) -> Iterator[Path]:

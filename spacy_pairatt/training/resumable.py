@@ -10,6 +10,11 @@ the recorded dev scores stand in for the evaluations (so "best so far" and patie
 were). At the checkpoint's step it puts back the weights, the optimizer's state, the losses and the
 random states, and the steps after it are those of a run never stopped.
 
+The checkpoints live in OUTPUT/checkpoints, or in a folder of their own (`checkpoints_path`, the
+command's --checkpoints), such as one under the user's cache that outlives a checkout: a fresh
+checkout's run resumes from them. There the run also keeps its model-best, which a resume into an
+output that lacks it copies back.
+
 A resume reads the newest checkpoint whose files prove themselves (`checkpoints.prove`) and decode;
 each newer one is named in a warning and set aside. An output that holds a training (model-best,
 model-last, checkpoints) but no checkpoint to resume from is refused: only `restart=True` (the
@@ -50,12 +55,14 @@ from ..runs.scratch import naming_path
 from ..runs.signals import STOP_SIGNALS
 from .checkpoints import (
     CHECKPOINTS_DIR,
+    KEPT_BEST_DIR,
     CheckpointDamaged,
     ResumeError,
     checkpoint_name,
     checkpoint_step,
     checkpoint_steps,
     exclusive_checkpoints,
+    keep_best,
     newest_readable,
     prove,
     remove_all_checkpoints,
@@ -126,11 +133,13 @@ def train_resumable(
     use_gpu: int = -1,
     overrides: Optional[Dict[str, Any]] = None,
     restart: bool = False,
+    checkpoints_path: Optional[Path] = None,
     stdout: Optional[IO] = None,
     stderr: Optional[IO] = None,
 ) -> TrainingOutcome:
     """Train `config_path` into `output_path` as `spacy train` does, resuming from the newest checkpoint
-    there that proves itself; `restart`: start over, deleting what the output holds of a training.
+    that proves itself, in `checkpoints_path` (default: OUTPUT/checkpoints; `~` is the user's home);
+    `restart`: start over, deleting what the output and the checkpoints hold of a training.
     stdout, stderr: default sys.stdout and sys.stderr as they are at the call (a redirect is followed).
     Call `spacy.require_gpu` first for a GPU, as for spaCy's `train`."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
@@ -139,15 +148,17 @@ def train_resumable(
     if keep < 1:
         raise ResumeError(f"--keep must be at least 1 checkpoint, not {keep}")
     output_path = Path(output_path)
+    root_path = Path(checkpoints_path).expanduser() if checkpoints_path else output_path / CHECKPOINTS_DIR
+    kept_best = None if root_path == output_path / CHECKPOINTS_DIR else root_path / KEPT_BEST_DIR
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
-    with exclusive_checkpoints(output_path / CHECKPOINTS_DIR) as root:
+    with exclusive_checkpoints(root_path) as root:
         saved = None if restart else resumable_state(output_path, root, config, stderr)
         progress = saved.progress if saved else Progress()
         progress.config = config.to_str()
         nlp = init_nlp(config, use_gpu=use_gpu)
         if restart:  # once the config has built: a mistake in it deletes nothing (models: `train`)
             remove_all_checkpoints(root)
-        run = ResumableRun(nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu)
+        run = ResumableRun(nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu, kept_best)
         return run.train(stdout, stderr)
 
 
@@ -175,10 +186,13 @@ def resumable_state(output_path: Path, root: Path, config: Config, stderr: IO) -
 
 
 def trained_paths(output_path: Path, root: Path) -> List[str]:
-    """What `output_path` holds of a training: model-best, model-last and checkpoints, damaged ones too."""
+    """What `output_path` and the checkpoints folder `root` hold of a training: model-best, model-last,
+    checkpoints (damaged ones too) and the model-best kept beside them."""
     models = [name for name in (DIR_MODEL_BEST, DIR_MODEL_LAST) if (output_path / name).exists()]
     checkpoints = [root / checkpoint_name(step) for step in checkpoint_steps(root)] + set_aside_checkpoints(root)
-    return models + [f"{CHECKPOINTS_DIR}/{path.name}" for path in checkpoints]
+    inside = root == output_path / CHECKPOINTS_DIR
+    kept = [] if inside or not (root / KEPT_BEST_DIR).exists() else [root / KEPT_BEST_DIR]
+    return models + [f"{CHECKPOINTS_DIR}/{path.name}" if inside else str(path) for path in checkpoints + kept]
 
 
 def read_checkpoint(checkpoint: Path) -> SavedState:
@@ -295,8 +309,8 @@ def stop_requests() -> Iterator[List[str]]:
 class ResumableRun:
     """One call's training: spaCy's `train` (spacy/training/loop.py) with checkpoints and a resume."""
 
-    def __init__(self, nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu):
-        self.nlp, self.output_path, self.root = nlp, output_path, root
+    def __init__(self, nlp, output_path, root, saved, progress, checkpoint_every, keep, use_gpu, kept_best=None):
+        self.nlp, self.output_path, self.root, self.kept_best = nlp, output_path, root, kept_best
         self.saved: Optional[SavedState] = saved
         self.resumed_from, self.progress = saved.path if saved else None, progress
         self.checkpoint_every, self.keep = checkpoint_every, keep
@@ -339,10 +353,12 @@ class ResumableRun:
         done = checkpointed = progress.steps
         replay = ReplayedSteps(done, progress.history)
         steps = self.steps(replay)
+        self.output_path.mkdir(parents=True, exist_ok=True)  # beside checkpoints of its own, nothing made it yet
         if self.resumed_from is None:
             clean_output_dir(self.output_path)
         else:
             stdout.write(msg.info(f"Resuming from {self.resumed_from}: {done} steps done") + "\n")
+            self.bring_back_best()
         stdout.write(msg.info(f"Pipeline: {self.nlp.pipe_names}") + "\n")
         if self.resumed_from is None:
             stdout.write(msg.info(f"Initial learn rate: {self.optimizer.learn_rate}") + "\n")
@@ -437,3 +453,13 @@ class ResumableRun:
                 if best.exists():
                     shutil.rmtree(best)
                 shutil.copytree(last, best)
+            if self.kept_best is not None:
+                with naming_path(self.kept_best):
+                    keep_best(best, self.kept_best)
+
+    def bring_back_best(self) -> None:
+        """A resume into an output without model-best (a fresh checkout) copies the one kept beside the checkpoints."""
+        best = self.output_path / DIR_MODEL_BEST
+        if self.kept_best is not None and self.kept_best.is_dir() and not best.exists():
+            with naming_path(best):
+                shutil.copytree(self.kept_best, best)

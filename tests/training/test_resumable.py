@@ -351,3 +351,25 @@ def test_a_full_disk_while_a_checkpoint_is_written_names_it(tmp_path):
     with pytest.raises(OSError) as raised, file_size_limit(10_000):
         write_checkpoint(tmp_path, 1, large, keep=1)
     assert raised.value.filename == str(tmp_path / checkpoint_name(1)) and raised.value.strerror == "File too large"
+
+
+def test_checkpoints_outside_the_output_resume_into_a_fresh_one_with_its_model_best(overrides, tmp_path):
+    """--checkpoints elsewhere (a cache that outlives the checkout): a run into a new, empty output, as
+    in a fresh clone, resumes from them and gets the first output's model-best back; --restart deletes
+    only what the training wrote there, not a file of the user's in the same folder."""
+    checkpoints, first, fresh = tmp_path / "cache" / "run", tmp_path / "first", tmp_path / "fresh"
+    shorter = {**overrides, "training.max_steps": 9}
+    train_resumable(CONFIG, first, checkpoint_every=5, overrides=shorter, checkpoints_path=checkpoints)
+    assert not (first / "checkpoints").exists()
+    assert checkpoint_folders(checkpoints) == ["model-best", checkpoint_name(5), checkpoint_name(10)]
+    outcome = train_resumable(CONFIG, fresh, checkpoint_every=5, overrides=shorter, checkpoints_path=checkpoints)
+    assert outcome.resumed_from == checkpoints / checkpoint_name(10) and outcome.steps == 10
+    kept, original = pipeline_weights(fresh / "model-best"), pipeline_weights(first / "model-best")
+    assert len(kept) == len(original) > 0
+    for again, saved in zip(kept, original):
+        numpy.testing.assert_array_equal(again, saved)
+    (checkpoints / "notes.txt").write_text("mine")
+    restarted = {**overrides, "training.max_steps": 2}
+    train_resumable(CONFIG, fresh, checkpoint_every=5, overrides=restarted, checkpoints_path=checkpoints, restart=True)
+    assert (checkpoints / "notes.txt").read_text() == "mine"
+    assert checkpoint_folders(checkpoints) == ["model-best", checkpoint_name(3)]
