@@ -93,7 +93,7 @@ def test_stage_two_puts_the_segmenter_in_place_of_the_senter_and_keeps_every_oth
     byte, and the new senter (a pairatt_segmenter on its own encoder: a BiLSTM over the Doc) no longer
     listens to the transformer."""
     first, second = spacy.load(trained_model), spacy.load(stage_two_model)
-    assert second.pipe_names == first.pipe_names + ["pairatt_release_attention"]
+    assert second.pipe_names == first.pipe_names and first.pipe_names[-1] == "pairatt_release_attention"
     assert second.get_pipe_meta("senter").factory == "pairatt_segmenter"
     encoders = [nlp.get_pipe("transformer").model.transformer.state_dict() for nlp in (first, second)]
     assert all(torch.equal(weights, encoders[1][key]) for key, weights in encoders[0].items())
@@ -116,14 +116,44 @@ def sweep(model: Path, gold: Path, output: Path, *options: str) -> dict:
     return {**json.loads(output.read_text(encoding="utf8")), "markdown": markdown.read_text(encoding="utf8")}
 
 
-def test_stage_two_keeps_the_first_members_of_the_segmenter_and_their_threshold(trained_model, ewt_block, tmp_path):
-    """`pipeline-segmenter` as project.yml runs it: each member count swept on the gold text without
-    changing the pipeline, then `--members 1 --store`: the saved senter is the ensemble's first member
-    alone (config and weights), with the threshold chosen for it; every other component is stage 1's."""
-    from spacy_pairatt.layers.ensemble import first_members
-
+def test_stage_two_stores_the_segmenters_threshold_and_changes_nothing_else(trained_model, ewt_block, tmp_path):
+    """`pipeline-segmenter` as project.yml runs it: the one-member senter's thresholds swept on the gold
+    text and the best stored; the senter's weights and every other component are stage 1's."""
     shipped = tmp_path / "segmented"
     assemble_pipeline(str(trained_model), str(shipped))
+    stored = sweep(shipped, ewt_block, tmp_path / "stored.json", "--store")
+    assert [row["threshold"] for row in stored["rows"]] == [0.3, 0.6] and stored["best"] in (0.3, 0.6)
+    first, second = spacy.load(trained_model), spacy.load(shipped)
+    senter = second.get_pipe("senter")
+    assert senter.threshold == stored["best"] and senter.model.attrs["members"] == 1
+    assert second.config["components"]["senter"]["threshold"] == stored["best"]
+    for name in ("senter", "tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
+        assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
+
+
+@pytest.fixture(scope="module")
+def listener_segmenter(trained_model):
+    """configs/segmenter_listener.cfg (four members) trained on stage 1's transformer."""
+    return spacy.load(
+        train_segmenter(
+            "segmenter_listener.cfg", trained_model, "listener", **{"paths.encoder_pipeline": str(trained_model)}
+        )
+    )
+
+
+def test_an_ensemble_segmenter_sweeps_its_member_counts_and_stores_the_first(
+    trained_model, listener_segmenter, ewt_block, tmp_path
+):
+    """A four-member senter in the pipeline: each member count swept without changing the pipeline,
+    then `--members 1 --store`: the saved senter is the ensemble's first member alone (config and
+    weights), with the threshold chosen for it."""
+    from spacy_pairatt.layers.ensemble import first_members
+    from spacy_pairatt.packaging.shipped_pipeline import put_senter
+
+    nlp = spacy.load(trained_model)
+    put_senter(nlp, listener_segmenter, "the listener")
+    shipped = tmp_path / "ensemble"
+    nlp.to_disk(shipped)
     counts = sweep(shipped, ewt_block, tmp_path / "members.json", "--members", "1", "2", "4")
     assert [(row["members"], row["threshold"]) for row in counts["rows"]] == [
         (count, threshold) for count in (1, 2, 4) for threshold in (0.3, 0.6)
@@ -134,32 +164,25 @@ def test_stage_two_keeps_the_first_members_of_the_segmenter_and_their_threshold(
     stored = sweep(shipped, ewt_block, tmp_path / "stored.json", "--members", "1", "--store")
     assert stored["rows"] == counts["rows"][:2] and stored["best_members"] == 1
     assert f"Best: **{stored['best']}** with 1 member(s)" in stored["markdown"]
-
-    first, second = spacy.load(trained_model), spacy.load(shipped)
+    second = spacy.load(shipped)
     senter = second.get_pipe("senter")
     assert senter.threshold == stored["best"] and senter.model.attrs["members"] == 1
     assert second.config["components"]["senter"]["model"]["members"] == 1
-    assert len(senter.to_bytes()) < len(first.get_pipe("senter").to_bytes()) / 2
-    for name in ("tagger", "morphologizer", "trainable_lemmatizer", "pairatt_parser"):
-        assert second.get_pipe(name).model.to_bytes() == first.get_pipe(name).model.to_bytes(), name
-    docs = [nlp.make_doc(TEXT + "\n\nA second paragraph") for nlp in (first, second)]
-    for nlp, doc in zip((first, second), docs):
-        nlp.get_pipe("transformer")(doc)
-    first.get_pipe("senter").model = first_members(first.get_pipe("senter").model, 1)
-    expected = first.get_pipe("senter").start_probabilities(docs[:1])[0]
+    assert len(senter.to_bytes()) < len(nlp.get_pipe("senter").to_bytes()) / 2
+    docs = [pipeline.make_doc(TEXT + "\n\nA second paragraph") for pipeline in (nlp, second)]
+    for pipeline, doc in zip((nlp, second), docs):
+        pipeline.get_pipe("transformer")(doc)
+    nlp.get_pipe("senter").model = first_members(nlp.get_pipe("senter").model, 1)
+    expected = nlp.get_pipe("senter").start_probabilities(docs[:1])[0]
     np.testing.assert_allclose(senter.start_probabilities(docs[1:])[0], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_a_segmenter_listening_to_a_transformer_joins_only_a_pipeline_with_its_weights(trained_model):
+def test_a_segmenter_listening_to_a_transformer_joins_only_a_pipeline_with_its_weights(trained_model, listener_segmenter):
     """configs/segmenter_listener.cfg on stage 1's transformer goes in place of stage 1's senter; on a
     transformer whose weights differ its listener would read features it never saw: refused."""
     from spacy_pairatt.packaging.shipped_pipeline import put_senter
 
-    listener = spacy.load(
-        train_segmenter(
-            "segmenter_listener.cfg", trained_model, "listener", **{"paths.encoder_pipeline": str(trained_model)}
-        )
-    )
+    listener = listener_segmenter
     same = spacy.load(trained_model)
     put_senter(same, listener, "the listener")
     assert (
@@ -185,6 +208,7 @@ def test_pipeline_config_trains_and_annotates_everything(trained_model):
         "morphologizer",
         "trainable_lemmatizer",
         "pairatt_parser",
+        "pairatt_release_attention",
     ]
     doc = nlp(TEXT)
     for attr in ("TAG", "POS", "LEMMA", "DEP", "SENT_START"):
@@ -201,7 +225,8 @@ def test_every_component_listens_to_the_one_transformer_and_sends_it_gradients(t
     docs = list(conllu_to_docs(ewt_block.read_text(encoding="utf8"), n_sents=10, no_print=True))[:1]
     examples = [Example(nlp.make_doc(doc.text), doc) for doc in docs]
     losses = nlp.update(examples, sgd=False, annotates=["senter"])
-    assert set(losses) == set(nlp.pipe_names) and all(loss > 0 for loss in losses.values()), losses
+    trained = set(nlp.pipe_names) - {"pairatt_release_attention"}  # it trains nothing
+    assert set(losses) == trained and all(loss > 0 for loss in losses.values()), losses
 
 
 def test_parse_writes_upos_xpos_feats_lemma_and_space_after(trained_model, tmp_path):
@@ -273,7 +298,7 @@ def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(traine
     )
 
     nlp = spacy.load(shipped)
-    assert nlp.pipe_names == [*spacy.load(trained_model).pipe_names, "pairatt_release_attention"]
+    assert nlp.pipe_names == spacy.load(trained_model).pipe_names
     performance = nlp.meta["performance"]
     for metric, key in (("UPOS", "pos_acc"), ("XPOS", "tag_acc"), ("UFeats", "morph_acc"), ("Lemmas", "lemma_acc")):
         assert performance[key] == pytest.approx(scores[metric].f1)
@@ -334,6 +359,26 @@ def test_pipeline_config_budget_matches_the_parser_alone():
     assert Path(pipeline["paths"]["train"]).parent.name == "ud_ewt_paragraph_docs"
 
 
+def test_the_base_size_pipeline_config_is_the_minilm_ones_on_mpnet():
+    """configs/pipeline_mpnet.cfg (en_pairatt_trf) differs from pipeline_minilm.cfg in its encoder and
+    precision only: every other setting is the MiniLM pipeline's, so a change to one reaches both."""
+    from spacy_pairatt.training.resumable import flat_settings
+
+    minilm, mpnet = (
+        flat_settings(spacy.util.load_config(REPO / "configs" / f"pipeline_{name}.cfg", interpolate=True))
+        for name in ("minilm", "mpnet")
+    )
+    changed = sorted(key for key in minilm.keys() | mpnet.keys() if minilm.get(key) != mpnet.get(key))
+    assert changed == [
+        "components.transformer.model.name",
+        "components.transformer.model.name.@misc",
+        "components.transformer.model.precision",
+        "paths.encoder",
+    ]
+    assert mpnet["components.transformer.model.name"] == mpnet["paths.encoder"] == "assets/all-mpnet-base-v2"
+    assert mpnet["components.transformer.model.precision"] == "auto"
+
+
 def test_evaluate_without_components_times_the_parser_on_the_same_weights(trained_model):
     """evaluate --without: the pipeline's parser alone (the speed cost of the other heads), the same
     parses; a component the pipeline lacks is refused by name."""
@@ -343,8 +388,8 @@ def test_evaluate_without_components_times_the_parser_on_the_same_weights(traine
     heads = ["senter", "tagger", "morphologizer", "trainable_lemmatizer"]
     whole = evaluate_pipeline(str(trained_model), str(dev), "gold")
     parser_only = evaluate_pipeline(str(trained_model), str(dev), "gold", without=heads)
-    assert whole["pipeline"] == ["transformer", *heads, "pairatt_parser"]
-    assert parser_only["pipeline"] == ["transformer", "pairatt_parser"]
+    assert whole["pipeline"] == ["transformer", *heads, "pairatt_parser", "pairatt_release_attention"]
+    assert parser_only["pipeline"] == ["transformer", "pairatt_parser", "pairatt_release_attention"]
     assert parser_only["scores"]["dep_las"] == whole["scores"]["dep_las"]
     with pytest.raises(ValueError, match="no component 'parser' to leave out"):
         evaluate_pipeline(str(trained_model), str(dev), "gold", without=["parser"])
