@@ -37,6 +37,8 @@ COMPLETION_MARKER = "COMPLETE"
 LOCK_FILE = ".lock"
 CHECKPOINT_NAME = re.compile(r"step-(\d+)")
 SET_ASIDE_NAME = re.compile(r"step-(\d+)\.damaged(-\d+)?")
+# a checkpoint being written or replaced: .step-N.partial-XXXXXXXX, .step-N.replaced-XXXXXXXX
+SCRATCH_PREFIX = ".step-"
 Read = TypeVar("Read")
 
 
@@ -211,7 +213,7 @@ def remove_older_checkpoints(root: Path, keep: int, newest: int) -> None:
     for aside in set_aside_checkpoints(root):
         if int(SET_ASIDE_NAME.fullmatch(aside.name).group(1)) <= newest:
             shutil.rmtree(aside)
-    for leftover in root.glob(".step-*"):
+    for leftover in root.glob(f"{SCRATCH_PREFIX}*"):
         shutil.rmtree(leftover)
 
 
@@ -222,23 +224,21 @@ def remove_all_checkpoints(root: Path) -> None:
         if (
             CHECKPOINT_NAME.fullmatch(path.name)
             or SET_ASIDE_NAME.fullmatch(path.name)
-            or path.name.startswith(".step-")
+            or path.name.startswith(SCRATCH_PREFIX)
             or path.name in (KEPT_BEST_DIR, KEPT_BEST_PARTIAL)
         ):
             remove_path(path)
-
 
 
 def keep_best(best: Path, kept: Path) -> None:
     """`kept` (root/KEPT_BEST_DIR) becomes a copy of the run's model-best, copied beside it first: a
     stop while it copies leaves the old one whole."""
     partial = kept.with_name(KEPT_BEST_PARTIAL)
-    if partial.exists():
-        shutil.rmtree(partial)
+    remove_path(partial)
     shutil.copytree(best, partial)
-    if kept.exists():
-        shutil.rmtree(kept)
+    remove_path(kept)
     os.replace(partial, kept)
+
 
 @contextmanager
 def exclusive_checkpoints(root: Path) -> Iterator[Path]:
