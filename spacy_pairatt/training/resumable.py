@@ -152,7 +152,7 @@ def train_resumable(
     kept_best = None if root_path == output_path / CHECKPOINTS_DIR else root_path / KEPT_BEST_DIR
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
     with exclusive_checkpoints(root_path) as root:
-        saved = None if restart else resumable_state(output_path, root, config, stderr)
+        saved = None if restart else resumable_state(output_path, root, config, stderr, kept_best is not None)
         progress = saved.progress if saved else Progress()
         progress.config = config.to_str()
         nlp = init_nlp(config, use_gpu=use_gpu)
@@ -162,7 +162,9 @@ def train_resumable(
         return run.train(stdout, stderr)
 
 
-def resumable_state(output_path: Path, root: Path, config: Config, stderr: IO) -> Optional[SavedState]:
+def resumable_state(
+    output_path: Path, root: Path, config: Config, stderr: IO, checkpoints_elsewhere: bool
+) -> Optional[SavedState]:
     """The newest checkpoint that reads back whole, trained with `config`'s settings; each newer one,
     damaged, is named in a warning and set aside. None for an output that holds no training; one that
     holds a training but no such checkpoint is a ResumeError that says how to start over."""
@@ -173,10 +175,10 @@ def resumable_state(output_path: Path, root: Path, config: Config, stderr: IO) -
             reasons = "".join(f"; {path.name}: {reason}" for path, reason in damaged)
             raise ResumeError(
                 f"{output_path} holds a training ({', '.join(trained)}) but no checkpoint to resume from"
-                f"{reasons}: add --restart to start over (it deletes them), or train into a new --output"
+                f"{reasons}: {ways_to_start_over(checkpoints_elsewhere)}"
             )
         return None
-    check_same_settings(saved.config, config, saved.path)
+    check_same_settings(saved.config, config, saved.path, checkpoints_elsewhere)
     for path, reason in damaged:  # one line each, unwrapped (wasabi wraps at 80 columns, paths too)
         kept = set_aside(path).name
         stderr.write(f"⚠ {path}: damaged, not resumed from ({reason}); kept as {kept} until the run passes it\n")
@@ -226,7 +228,7 @@ def flat_settings(config: Config) -> Dict[str, Any]:
     return flat
 
 
-def check_same_settings(saved: Config, current: Config, checkpoint: Path) -> None:
+def check_same_settings(saved: Config, current: Config, checkpoint: Path, checkpoints_elsewhere: bool) -> None:
     """A resumed run must train as the checkpoint's did: only CHANGEABLE_SETTINGS may differ."""
     before, now = flat_settings(saved), flat_settings(current)
     changed = sorted(key for key in before.keys() | now.keys() if before.get(key) != now.get(key))
@@ -234,8 +236,16 @@ def check_same_settings(saved: Config, current: Config, checkpoint: Path) -> Non
     if changed:
         raise ResumeError(
             f"{checkpoint} was trained with other settings ({', '.join(changed)}); only "
-            f"{' and '.join(CHANGEABLE_SETTINGS)} may change on resuming (or train into a new --output)"
+            f"{' and '.join(CHANGEABLE_SETTINGS)} may change on resuming: "
+            f"{ways_to_start_over(checkpoints_elsewhere)}"
         )
+
+
+def ways_to_start_over(checkpoints_elsewhere: bool) -> str:
+    """What a refused resume tells the user to do. Checkpoints outside the output (--checkpoints) would
+    meet a new --output again: a fresh start there needs a new checkpoints folder too."""
+    fresh = "a new --output and --checkpoints" if checkpoints_elsewhere else "a new --output"
+    return f"add --restart to start over (it deletes them), or train into {fresh}"
 
 
 class ReplayedSteps:
