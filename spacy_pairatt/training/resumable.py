@@ -152,7 +152,7 @@ def train_resumable(
     kept_best = None if root_path == output_path / CHECKPOINTS_DIR else root_path / KEPT_BEST_DIR
     config = util.load_config(config_path, overrides=overrides or {}, interpolate=False)
     with exclusive_checkpoints(root_path) as root:
-        saved = None if restart else resumable_state(output_path, root, config, stderr, kept_best is not None)
+        saved = None if restart else resumable_state(output_path, root, config, stderr)
         progress = saved.progress if saved else Progress()
         progress.config = config.to_str()
         nlp = init_nlp(config, use_gpu=use_gpu)
@@ -162,23 +162,22 @@ def train_resumable(
         return run.train(stdout, stderr)
 
 
-def resumable_state(
-    output_path: Path, root: Path, config: Config, stderr: IO, checkpoints_elsewhere: bool
-) -> Optional[SavedState]:
+def resumable_state(output_path: Path, root: Path, config: Config, stderr: IO) -> Optional[SavedState]:
     """The newest checkpoint that reads back whole, trained with `config`'s settings; each newer one,
     damaged, is named in a warning and set aside. None for an output that holds no training; one that
     holds a training but no such checkpoint is a ResumeError that says how to start over."""
     saved, damaged = newest_readable(root, read_checkpoint)
+    start_over = ways_to_start_over(checkpoints_elsewhere=root != output_path / CHECKPOINTS_DIR)
     if saved is None:
         trained = trained_paths(output_path, root)
         if trained:
             reasons = "".join(f"; {path.name}: {reason}" for path, reason in damaged)
             raise ResumeError(
                 f"{output_path} holds a training ({', '.join(trained)}) but no checkpoint to resume from"
-                f"{reasons}: {ways_to_start_over(checkpoints_elsewhere)}"
+                f"{reasons}: {start_over}"
             )
         return None
-    check_same_settings(saved.config, config, saved.path, checkpoints_elsewhere)
+    check_same_settings(saved.config, config, saved.path, start_over)
     for path, reason in damaged:  # one line each, unwrapped (wasabi wraps at 80 columns, paths too)
         kept = set_aside(path).name
         stderr.write(f"⚠ {path}: damaged, not resumed from ({reason}); kept as {kept} until the run passes it\n")
@@ -228,16 +227,16 @@ def flat_settings(config: Config) -> Dict[str, Any]:
     return flat
 
 
-def check_same_settings(saved: Config, current: Config, checkpoint: Path, checkpoints_elsewhere: bool) -> None:
-    """A resumed run must train as the checkpoint's did: only CHANGEABLE_SETTINGS may differ."""
+def check_same_settings(saved: Config, current: Config, checkpoint: Path, start_over: str) -> None:
+    """A resumed run must train as the checkpoint's did: only CHANGEABLE_SETTINGS may differ; a refusal
+    ends with `start_over` (`ways_to_start_over`)."""
     before, now = flat_settings(saved), flat_settings(current)
     changed = sorted(key for key in before.keys() | now.keys() if before.get(key) != now.get(key))
     changed = [key for key in changed if key not in CHANGEABLE_SETTINGS]
     if changed:
         raise ResumeError(
             f"{checkpoint} was trained with other settings ({', '.join(changed)}); only "
-            f"{' and '.join(CHANGEABLE_SETTINGS)} may change on resuming: "
-            f"{ways_to_start_over(checkpoints_elsewhere)}"
+            f"{' and '.join(CHANGEABLE_SETTINGS)} may change on resuming: {start_over}"
         )
 
 

@@ -237,7 +237,7 @@ def test_a_damaged_checkpoint_is_named_set_aside_and_the_one_before_resumed_from
     newest = root / checkpoint_name(STEPS + 1)
     damage(newest / name)
     warnings = io.StringIO()
-    saved = resumable_state(trained_copy, root, training_config(overrides), warnings, checkpoints_elsewhere=False)
+    saved = resumable_state(trained_copy, root, training_config(overrides), warnings)
     assert saved.path == root / checkpoint_name(20) and saved.proven and saved.progress.steps == 20
     assert re.search(rf"{re.escape(str(newest))}: damaged, not resumed from \({reason}", warnings.getvalue())
     assert checkpoint_folders(root) == [checkpoint_name(20), f"{checkpoint_name(STEPS + 1)}.damaged"]
@@ -259,7 +259,7 @@ def test_a_checkpoint_with_sizes_only_is_resumed_from_with_a_warning_and_its_dec
     with pytest.raises(CheckpointDamaged, match=r"^progress\.json cannot be read \("):
         read_checkpoint(newest)
     warnings = io.StringIO()
-    saved = resumable_state(trained_copy, root, training_config(overrides), warnings, checkpoints_elsewhere=False)
+    saved = resumable_state(trained_copy, root, training_config(overrides), warnings)
     assert saved.path == root / checkpoint_name(20) and not saved.proven
     assert f"{saved.path}: written before checkpoints recorded SHA-256s" in warnings.getvalue()
 
