@@ -63,7 +63,7 @@ setup(
             "pairatt_release_attention = spacy_pairatt.components.attention_release:make_attention_release",
             "pairatt_transformer = spacy_pairatt.components.transformer:make_pairatt_transformer",
             "pairatt_frozen_transformer = spacy_pairatt.components.frozen_transformer:make_pairatt_frozen_transformer",
-            "pairatt_bounded_memory = spacy_pairatt.integration.memory:make_bounded_memory",
+            "pairatt_bounded_memory = spacy_pairatt.components.bounded_memory:make_bounded_memory",
             "pairatt_segmenter = spacy_pairatt.components.segmenter:make_pairatt_segmenter",
         ],
         "spacy_architectures": [
@@ -94,14 +94,14 @@ setup(
             "spacy-pairatt.relation_scorer.v1 = spacy_pairatt.integration.scoring:make_relation_scorer",
         ],
         "spacy_readers": [
-            "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.corpora.readers:make_gold_spans_corpus",
+            "spacy-pairatt.GoldSpansCorpus.v1 = spacy_pairatt.training.corpus:make_gold_spans_corpus",
         ],
         "spacy_augmenters": [
-            "spacy-pairatt.raw_text_noise.v1 = spacy_pairatt.corpora.raw_text_noise:make_raw_text_noise",
+            "spacy-pairatt.raw_text_noise.v1 = spacy_pairatt.training.augment:make_raw_text_noise",
         ],
         "spacy_callbacks": [
-            "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.integration.memory:make_training_heap_bound",
-            "spacy-pairatt.bounded_memory.v1 = spacy_pairatt.integration.memory:make_bounded_memory_callback",
+            "spacy-pairatt.training_heap_bound.v1 = spacy_pairatt.training.callbacks:make_training_heap_bound",
+            "spacy-pairatt.bounded_memory.v1 = spacy_pairatt.components.bounded_memory:make_bounded_memory_callback",
             "spacy-pairatt.keep_config_settings.v1 = spacy_pairatt.integration.load_settings:make_keep_config_settings",
         ],
         "spacy_misc": [

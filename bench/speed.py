@@ -65,7 +65,7 @@ def inference(pairatt, transition, transition_batched, docs, repeats: int, batch
             transformer_alone(batch)
 
     def pairatt_storing(confidence: str):
-        """(b) with the parser storing this much confidence on the Doc (`spacy_pairatt.integration.confidence`)."""
+        """(b) with the parser storing this much confidence on the Doc (`spacy_pairatt.integration.doc_confidence`)."""
 
         def run(batch):
             parser = pairatt.get_pipe("pairatt_parser")
@@ -227,7 +227,7 @@ def thread_scaling(pairatt, docs, batch_size: int, repeats: int) -> Dict:
 
 PROFILE_PARTS = {
     "transformer (spacy-transformers forward)": ("spacy_transformers/layers/transformer_model.py", "forward"),
-    "windows in buckets (features.window_batch)": ("spacy_pairatt/integration/features.py", "window_batch"),
+    "windows in buckets (features.window_batch)": ("spacy_pairatt/layers/pair_batch.py", "window_batch"),
     "alignment indices (alignment.align_blocks)": ("spacy_pairatt/core/alignment.py", "align_blocks"),
     "pooling to words (torch, inside the arc scores)": ("spacy_pairatt/layers/torch_scorers.py", "pooled"),
     "pair scorer (arcs, pooling included)": ("spacy_pairatt/layers/pair_scorer.py", "biaffine_forward"),

@@ -96,8 +96,8 @@ def attention_gradient(results: Results, ud_pipeline: bool = True) -> str:
 
 
 def max_unsegmented_tokens(results: Results, ud_pipeline: bool = True) -> str:
-    """features.MAX_UNSEGMENTED_TOKENS, read from its module's source: the module imports spaCy."""
-    source = Path(__file__).parents[1] / "spacy_pairatt" / "integration" / "features.py"
+    """pair_batch.MAX_UNSEGMENTED_TOKENS, read from its module's source: the module imports spaCy."""
+    source = Path(__file__).parents[1] / "spacy_pairatt" / "layers" / "pair_batch.py"
     found = re.search(r"^MAX_UNSEGMENTED_TOKENS(?:: \w+)? = ([^#\n]+)", source.read_text(encoding="utf8"), re.M)
     if not found:
         raise ValueError(f"no `MAX_UNSEGMENTED_TOKENS = ...` in {source}")

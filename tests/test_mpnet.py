@@ -10,7 +10,7 @@ import pytest
 import spacy
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.integration.pipe_setup import upstream_transformer_dims
+from spacy_pairatt.components.pipe_setup import upstream_transformer_dims
 from spacy_pairatt.layers.fused_attention import FusedMPNetSelfAttention
 from tests.components.test_frozen_transformer import (
     frozen_pipeline,

@@ -210,8 +210,8 @@ def test_whitespace_is_no_word_in_the_conllu_of_either_pipeline(pipeline, tmp_pa
 
 def test_tokens_the_encoder_drops_get_the_wordpieces_before_them(pipeline):
     """A token of zero-width, format or combining characters only: the tiny BERT's tokenizer gives it
-    no wordpiece; the parser's features give it the previous word's (integration.features.borrowed_wordpieces)."""
-    from spacy_pairatt.integration.features import window_batch
+    no wordpiece; the parser's features give it the previous word's (layers.pair_batch.borrowed_wordpieces)."""
+    from spacy_pairatt.layers.pair_batch import window_batch
 
     _, nlp = pipeline
     doc = nlp("Word \u200b and \u0301 here \ufeff")

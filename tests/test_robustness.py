@@ -23,7 +23,7 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Corpus, Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.integration.features import MAX_UNSEGMENTED_TOKENS, doc_sentences
+from spacy_pairatt.layers.pair_batch import MAX_UNSEGMENTED_TOKENS, doc_sentences
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
 from tests.conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 
@@ -463,7 +463,7 @@ def test_two_processes_give_the_same_parses(two_processes):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork is the start method on Linux only")
 def test_two_processes_do_not_hang(two_processes):
-    """Forked workers inherit torch's OpenMP pool; spacy_pairatt.integration.forking sets them to one thread."""
+    """Forked workers inherit torch's OpenMP pool; spacy_pairatt.components.forking sets them to one thread."""
     if two_processes["threads"] == 1:
         pytest.skip("torch runs one thread here: no OpenMP pool to deadlock")
     assert not two_processes["hangs"]

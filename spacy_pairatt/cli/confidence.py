@@ -1,4 +1,4 @@
-"""calibrate, review: how sure the parser is (`spacy_pairatt.integration.confidence`), measured and put to use."""
+"""calibrate, review: how sure the parser is (`spacy_pairatt.integration.doc_confidence`), measured and put to use."""
 
 import heapq
 import json

@@ -19,7 +19,7 @@ from spacy_transformers.data_classes import TransformerData
 from transformers.file_utils import ModelOutput
 
 from ..integration.extensions import register_extensions
-from ..integration.features import sentence_features
+from ..layers.pair_batch import sentence_features
 
 KEEP_CHOICES = (None, "float16", "float32")
 WordAttention = List[Tuple[int, int, np.ndarray]]

@@ -9,7 +9,7 @@ import srsly
 from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 
-from ..integration.pipe_setup import upstream_transformer_dims
+from .pipe_setup import upstream_transformer_dims
 
 # The pipeline each component was made for by its factory, to keep that pipeline's config in step
 # when a setting changes after construction (a tuned threshold). Weak, so neither keeps the other.

@@ -20,14 +20,14 @@ from ..core.decoding import DECODERS, decode_batch
 from ..core.layout import attach_leaves
 from ..core.marginals import decoded_tree_confidence, root_first_to_diagonal
 from ..core.objectives import ARC_OBJECTIVES, allowed_labels, arc_log_scores, biaffine_loss, paper_loss
-from ..integration.confidence import (
+from ..integration.doc_confidence import (
     CONFIDENCE_LEVELS,
     BatchConfidence,
     ChunkWords,
     SentenceConfidence,
 )
 from ..integration.extensions import register_extensions
-from ..integration.pipe_setup import default_model, prepare_process
+from .pipe_setup import default_model, prepare_process
 from ..integration.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.pair_scorer import PairScoresGradient
 from ..layers.parser_model import ParseScores
@@ -88,7 +88,7 @@ def make_pairatt_parser(
     all their gradients, and a mean makes the parser's about 1/words-per-batch of each of theirs.
     arc_objective: "local" (each word's head on its own: the paper's pair softmax or the biaffine
     head softmax) or "tree_crf" (the gold tree's negative log-likelihood among all single-root trees;
-    biaffine scorer only). confidence: what the parser stores on the Doc (`spacy_pairatt.integration.confidence`):
+    biaffine scorer only). confidence: what the parser stores on the Doc (`spacy_pairatt.integration.doc_confidence`):
     "none", "arcs" (head_prob, dep_prob, head_candidates, parse_confidence) or "matrix" (also each
     sentence's arc marginals); head_candidates: how many heads `Token._.head_candidates` lists."""
     prepare_process()

@@ -23,7 +23,7 @@ from ..integration.doc_relations import (
     set_relation_arrays,
 )
 from ..integration.extensions import register_extensions
-from ..integration.pipe_setup import default_model, prepare_process
+from .pipe_setup import default_model, prepare_process
 from ..integration.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
 from .base import PairScoringPipe

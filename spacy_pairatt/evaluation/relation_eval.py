@@ -13,7 +13,7 @@ from spacy.tokens import DocBin
 from spacy.training import Example
 
 from ..corpora.docred import SPANS_KEY, docred_facts, name_triples, score_docred
-from ..corpora.readers import make_gold_spans_corpus
+from ..training.corpus import make_gold_spans_corpus
 from ..corpora.relation_metrics import tune_threshold
 from ..corpora.semeval import score_semeval, semeval_label
 from ..integration.doc_relations import ENTS

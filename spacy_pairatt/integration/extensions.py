@@ -7,7 +7,7 @@ pipe is built (a DocBin with user data) calls it itself, as spacy-transformers' 
 
 from spacy.tokens import Doc
 
-from .confidence import register_confidence_extensions
+from .doc_confidence import register_confidence_extensions
 from .doc_relations import register_relations_extension
 
 ATTENTION = "pairatt_attention"  # the word-level attention `pairatt_release_attention` keeps

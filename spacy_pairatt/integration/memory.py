@@ -20,6 +20,9 @@ itself again with it preloaded where the system has one (`restart_with_jemalloc`
 
 SPACY_PAIRATT_ALLOCATOR chooses for that restart: unset, empty or "jemalloc", jemalloc where found;
 "system", the C library's malloc; a path, that jemalloc library. Linux only.
+
+The registered functions that set these bounds live with what they serve: the training callback in
+`training/callbacks.py`, the pipe and its callback in `components/bounded_memory.py`.
 """
 
 import ctypes
@@ -31,10 +34,6 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
-
-from spacy.language import Language
-from spacy.tokens import Doc
-from spacy.util import registry
 
 ALLOCATOR_VARIABLE = "SPACY_PAIRATT_ALLOCATOR"
 M_TRIM_THRESHOLD = -1
@@ -211,18 +210,6 @@ def limit_heap_fragmentation() -> bool:
     return _training_thresholds_set
 
 
-@registry.callbacks("spacy-pairatt.training_heap_bound.v1")
-def make_training_heap_bound() -> Callable[[Language], Language]:
-    """Registered as `spacy-pairatt.training_heap_bound.v1`, for `[initialize.before_init]`: fixes the
-    thresholds (`limit_heap_fragmentation`) in the process that trains the config."""
-
-    def bound_heap(nlp: Language) -> Language:
-        limit_heap_fragmentation()
-        return nlp
-
-    return bound_heap
-
-
 # --- parsing: the opt-in heap bound ---------------------------------------------------------------------
 
 
@@ -304,51 +291,11 @@ def parsing_heap_bound() -> ParsingHeapBound:
     return _newest_bound
 
 
-class BoundedMemory:
-    """The `pairatt_bounded_memory` pipe: counts the words its pipeline parses for its own `bound`."""
-
-    def __init__(self, bound: ParsingHeapBound):
-        self.bound = bound
-
-    def __call__(self, doc: Doc) -> Doc:
-        self.bound.parsed(len(doc))
-        return doc
-
-
-@Language.factory(
-    "pairatt_bounded_memory",
-    default_config={"words_between_checks": WORDS_BETWEEN_CHECKS, "min_growth_mb": None},
-)
-def make_bounded_memory(
-    nlp: Language, name: str, words_between_checks: int, min_growth_mb: Optional[int]
-) -> BoundedMemory:
-    """A pipe with a `ParsingHeapBound` of its own settings, counting the words its pipeline parses; put
-    it last. min_growth_mb: the RSS growth that hands the free heap back (None: the allocator's)."""
+def new_parsing_heap_bound(words_between_checks: int, min_growth_bytes: Optional[int]) -> ParsingHeapBound:
+    """A bound for a new `pairatt_bounded_memory` pipe, which `parsing_heap_bound` answers from now on."""
     global _newest_bound
-    if words_between_checks < 1 or (min_growth_mb is not None and min_growth_mb < 1):
-        raise ValueError(
-            f"[components.{name}] words_between_checks and min_growth_mb must be 1 or more "
-            f"(got {words_between_checks} and {min_growth_mb})"
-        )
-    growth = None if min_growth_mb is None else min_growth_mb * 2**20
-    _newest_bound = ParsingHeapBound(words_between_checks, growth)
-    return BoundedMemory(_newest_bound)
-
-
-@registry.callbacks("spacy-pairatt.bounded_memory.v1")
-def make_bounded_memory_callback(
-    words_between_checks: int = WORDS_BETWEEN_CHECKS, min_growth_mb: Optional[int] = None
-) -> Callable[[Language], Language]:
-    """Registered as `spacy-pairatt.bounded_memory.v1`, for `[nlp.after_pipeline_creation]`: adds the
-    `pairatt_bounded_memory` pipe last, where the pipeline has none."""
-
-    def add_bounded_memory(nlp: Language) -> Language:
-        if "pairatt_bounded_memory" not in nlp.pipe_names:
-            config = {"words_between_checks": words_between_checks, "min_growth_mb": min_growth_mb}
-            nlp.add_pipe("pairatt_bounded_memory", last=True, config=config)
-        return nlp
-
-    return add_bounded_memory
+    _newest_bound = ParsingHeapBound(words_between_checks, min_growth_bytes)
+    return _newest_bound
 
 
 # --- jemalloc for a command of its own: the restart -------------------------------------------------------

@@ -23,6 +23,11 @@ from ..core.tree_checks import cycle_members
 
 TEXT_PREVIEW = 80
 
+
+class MissingAttentionError(ValueError):
+    """The upstream transformer does not output attention weights."""
+
+
 ATTENTION_CONFIG_HINT = (
     "Set these in the transformer's config:\n"
     "[components.transformer.model.transformer_config]\n"

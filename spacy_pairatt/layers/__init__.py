@@ -1,1 +1,2 @@
-"""Thinc models: the pair scorer and the parser model that feeds it from a transformer listener."""
+"""Thinc models: the pair scorer, the parser and relation models that feed it from a transformer
+listener, and their input batch (`pair_batch`: Docs and their TransformerData -> windows and unit groups)."""

@@ -10,7 +10,7 @@ from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 from thinc.types import Floats4d
 
-from ..integration.features import PairBatch, entity_groups, window_batch
+from .pair_batch import PairBatch, entity_groups, window_batch
 from ..integration.validation import check_settings
 from .deprecations import renamed_argument
 from .unit_scoring import score_chunks, transformer_gradients

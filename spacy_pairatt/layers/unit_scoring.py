@@ -17,7 +17,7 @@ from thinc.api import Model
 from transformers.file_utils import ModelOutput
 
 from ..core.alignment import Groups
-from ..integration.features import PairBatch, WindowBatch, chunk_batch, split_window_gradients
+from .pair_batch import PairBatch, WindowBatch, chunk_batch, split_window_gradients
 
 # A scorer's output for one chunk (an array, or the biaffine scorer's ArcScores) and its gradient.
 ScoresT = TypeVar("ScoresT")

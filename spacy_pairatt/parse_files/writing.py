@@ -235,7 +235,7 @@ JSON_ESCAPE = re.compile("[\x85\u2028\u2029]")
 
 
 def confidence_misc(token) -> Dict[str, str]:
-    """HeadProb= and DepProb= (4 decimals) where the parser stored its confidence (`integration/confidence.py`)."""
+    """HeadProb= and DepProb= (4 decimals) where the parser stored its confidence (`integration/doc_confidence.py`)."""
     head_prob = token._.head_prob if token.has_extension("head_prob") else None
     if head_prob is None:
         return {}

@@ -6,7 +6,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from ..integration.features import UnitFeatures
+from ..layers.pair_batch import UnitFeatures
 
 PARTS = ("T_i", "T_j", "a_ij", "a_ji")
 ATTENTION_PARTS = ("a_ij", "a_ji")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from spacy.tokens import DocBin
 
-from spacy_pairatt.integration.features import sentence_features
+from spacy_pairatt.layers.pair_batch import sentence_features
 from tests.conftest import make_pipeline
 
 TEXTS = ["The parser reads the attention between words. It builds one tree per sentence.", "Dogs bark loudly."]

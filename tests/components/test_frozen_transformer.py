@@ -5,7 +5,7 @@ import pytest
 import spacy
 
 from spacy_pairatt.components.attention_release import AttentionRelease
-from spacy_pairatt.integration.features import sentence_features
+from spacy_pairatt.layers.pair_batch import sentence_features
 from tests.conftest import examples_from_docs, make_transformer_pipeline
 
 N_DOCS = 8

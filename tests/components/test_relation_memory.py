@@ -16,7 +16,7 @@ from torch.utils._pytree import tree_flatten
 from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
 from spacy_pairatt.core.pooling import WordAttention
 from spacy_pairatt.integration.doc_relations import USER_DATA_KEY, Relation, set_relation_arrays, set_relations
-from spacy_pairatt.integration.features import entity_groups
+from spacy_pairatt.layers.pair_batch import entity_groups
 from spacy_pairatt.layers.pair_scorer import torch_module
 from spacy_pairatt.layers.torch_scorers import RelationPairScorer
 from tests.conftest import make_transformer_pipeline

@@ -10,7 +10,7 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.corpora.readers import with_candidate_spans
+from spacy_pairatt.training.corpus import with_candidate_spans
 from spacy_pairatt.corpora.semeval import TRAIN_FILE, read_semeval
 from spacy_pairatt.integration.doc_relations import Relation, entity_mentions, register_relations_extension
 from tests.conftest import DATA, REPO, make_transformer_pipeline

@@ -1,5 +1,5 @@
 """pairatt_segmenter (spacy_pairatt/components/segmenter.py) and its training noise
-(spacy_pairatt/corpora/raw_text_noise.py), on EWT dev documents and on odd input."""
+(spacy_pairatt/training/augment.py), on EWT dev documents and on odd input."""
 
 import json
 import random
@@ -11,7 +11,7 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from spacy_pairatt.components.segmenter import sentence_starts
-from spacy_pairatt.corpora.raw_text_noise import make_raw_text_noise, noised
+from spacy_pairatt.training.augment import make_raw_text_noise, noised
 from spacy_pairatt.corpora.doc_copies import edited_copy
 from spacy_pairatt.corpora.ud_documents import annotated_paragraph_docs, iter_document_docs, read_ud_documents
 from tests.conftest import REPO, UD_DIR, small_segmenter_model

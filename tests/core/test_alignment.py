@@ -11,7 +11,7 @@ from spacy.tokens import Doc
 
 from spacy_pairatt.core.alignment import DocAlignments, Groups, align_blocks
 from spacy_pairatt.core.pooling import WordAttention, bucket_windows, pool_attention, pool_hidden
-from spacy_pairatt.integration.features import borrowed_wordpieces, entity_groups
+from spacy_pairatt.layers.pair_batch import borrowed_wordpieces, entity_groups
 
 
 def ragged(token_wordpieces):

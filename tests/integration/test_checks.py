@@ -113,12 +113,6 @@ def test_transformer_that_did_not_run_is_told_apart_from_one_without_attention()
     assert transformer_ran(zero_but_real), "all-zero hidden states alone do not make the listener's stand-in"
 
 
-def test_features_still_exports_the_attention_hint():
-    from spacy_pairatt.integration import features
-
-    assert features.ATTENTION_CONFIG_HINT is ATTENTION_CONFIG_HINT
-
-
 TRAINING_CONFIG = """
 [paths]
 train = null

@@ -66,17 +66,21 @@ def test_parsing_with_a_default_pipeline_leaves_the_allocator_and_environment_al
 
 
 def test_the_runtime_does_not_import_the_memory_module():
-    """components/, layers/ and core/ reach no allocator control: only the opt-in imports memory.py."""
+    """components/, layers/ and core/ reach no allocator control: only the opt-in pipe's module
+    (components/bounded_memory.py) imports memory.py."""
     script = (
         "import sys, importlib, pkgutil, spacy_pairatt\n"
         "for package in ('components', 'layers', 'core'):\n"
         "    module = importlib.import_module(f'spacy_pairatt.{package}')\n"
         "    for info in pkgutil.iter_modules(module.__path__):\n"
-        "        importlib.import_module(f'spacy_pairatt.{package}.{info.name}')\n"
+        "        if info.name != 'bounded_memory':\n"
+        "            importlib.import_module(f'spacy_pairatt.{package}.{info.name}')\n"
+        "print('spacy_pairatt.integration.memory' in sys.modules)\n"
+        "importlib.import_module('spacy_pairatt.components.bounded_memory')\n"
         "print('spacy_pairatt.integration.memory' in sys.modules)"
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert run.stdout.split() == ["False"], run.stderr[-2000:]
+    assert run.stdout.split() == ["False", "True"], run.stderr[-2000:]
 
 
 HELP_AND_WATCH = """

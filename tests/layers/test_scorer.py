@@ -8,7 +8,7 @@ from spacy_pairatt.core.alignment import DocAlignments, Groups
 from spacy_pairatt.core.layout import candidate_mask
 from spacy_pairatt.core.objectives import arc_log_scores, best_labels, biaffine_loss, paper_loss
 from spacy_pairatt.core.pooling import WordAttention
-from spacy_pairatt.integration.features import WindowBatch, chunk_batch
+from spacy_pairatt.layers.pair_batch import WindowBatch, chunk_batch
 from spacy_pairatt.layers.pair_scorer import build_pair_scorer
 from spacy_pairatt.layers.torch_scorers import PROJECTIONS, BiaffinePairScorer, PairAttention, PaperPairScorer
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from spacy_pairatt.integration.features import sentence_features
+from spacy_pairatt.layers.pair_batch import sentence_features
 from spacy_pairatt.study.probe_pairs import (
     PairFeatureLayout,
     all_candidate_pairs,

@@ -2,7 +2,7 @@
 
 The pair scorer never sees the N x N x (2M + 2LH) concatenation: it gets the pooled word vectors
 and the word-level attention as per-window blocks (`pooling.WordAttention`), and sums per-part
-linear maps (see `layers.torch_scorers`). This module turns Docs and their `TransformerData`
+linear maps (see `torch_scorers`). This module turns Docs and their `TransformerData`
 into what the scorer pools: every Doc's windows in buckets on the transformer's device (views of
 its output where they can be, no copy to the host), and the token groups (sentences or entities)
 that make the units.
@@ -20,12 +20,8 @@ from thinc.api import torch2xp
 
 from ..core.alignment import BlockAlignment, DocAlignments, Groups, align_blocks, ragged_arange
 from ..core.pooling import bucket_windows, pool_attention, pool_hidden
-from .span_getters import sentence_spans
-from .validation import ATTENTION_CONFIG_HINT, transformer_output_problem, transformer_ran  # noqa: F401 (hint re-exported)
-
-
-class MissingAttentionError(ValueError):
-    """The upstream transformer does not output attention weights."""
+from ..integration.span_getters import sentence_spans
+from ..integration.validation import MissingAttentionError, transformer_output_problem, transformer_ran
 
 
 # A Doc without sentence boundaries is one sentence, and one tree, up to this many tokens. A

@@ -7,9 +7,8 @@ from spacy.language import Language
 from spacy.pipeline import TrainablePipe
 from thinc.api import Config
 
-from .features import MissingAttentionError
+from ..integration.validation import ATTENTION_CONFIG_HINT, MissingAttentionError
 from .forking import single_threaded_torch_after_fork
-from .validation import ATTENTION_CONFIG_HINT
 
 
 def default_model(architecture: str, pair_scorer: str) -> Config:

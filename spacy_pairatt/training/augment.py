@@ -16,7 +16,7 @@ from spacy.training import Example
 from spacy.util import registry
 
 from ..integration.validation import check_settings
-from .doc_copies import edited_copy
+from ..corpora.doc_copies import edited_copy
 
 FINAL_PUNCTUATION = frozenset({".", "!", "?"})
 
