@@ -23,8 +23,8 @@ from spacy.tokens import Doc, DocBin
 from spacy.training import Corpus, Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.layers.pair_batch import MAX_UNSEGMENTED_TOKENS, doc_sentences
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
+from spacy_pairatt.layers.pair_batch import MAX_UNSEGMENTED_TOKENS, doc_sentences
 from tests.conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 
 COMMON_WORDS = "the of and a to in is was he for it with as his on be at by I this had not are but from".split()

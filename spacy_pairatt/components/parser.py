@@ -27,11 +27,11 @@ from ..integration.doc_confidence import (
     SentenceConfidence,
 )
 from ..integration.extensions import register_extensions
-from .pipe_setup import default_model, prepare_process
 from ..integration.validation import validate_gold_parse, validate_parser_dev_corpus
 from ..layers.pair_scorer import PairScoresGradient
 from ..layers.parser_model import ParseScores
 from .base import PairScoringPipe
+from .pipe_setup import default_model, prepare_process
 
 LOSS_REDUCTIONS = ("mean", "sum")
 DEFAULT_MODEL = default_model(

@@ -23,10 +23,10 @@ from ..integration.doc_relations import (
     set_relation_arrays,
 )
 from ..integration.extensions import register_extensions
-from .pipe_setup import default_model, prepare_process
 from ..integration.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
 from .base import PairScoringPipe
+from .pipe_setup import default_model, prepare_process
 
 DEFAULT_MODEL = default_model(
     "spacy-pairatt.PairAttRelations.v1",

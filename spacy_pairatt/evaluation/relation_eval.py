@@ -13,12 +13,12 @@ from spacy.tokens import DocBin
 from spacy.training import Example
 
 from ..corpora.docred import SPANS_KEY, docred_facts, name_triples, score_docred
-from ..training.corpus import make_gold_spans_corpus
 from ..corpora.relation_metrics import tune_threshold
 from ..corpora.semeval import score_semeval, semeval_label
 from ..integration.doc_relations import ENTS
 from ..integration.extensions import register_extensions
 from ..reporting.provenance import model_provenance, provenance
+from ..training.corpus import make_gold_spans_corpus
 from .parser_eval import predict_examples
 
 # Relations below this probability are not written while evaluating Re-DocRED: the threshold is

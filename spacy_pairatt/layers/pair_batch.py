@@ -23,7 +23,6 @@ from ..core.pooling import bucket_windows, pool_attention, pool_hidden
 from ..integration.span_getters import sentence_spans
 from ..integration.validation import MissingAttentionError, transformer_output_problem, transformer_ran
 
-
 # A Doc without sentence boundaries is one sentence, and one tree, up to this many tokens. A
 # longer one is split where spaCy's rule-based sentencizer finds sentence ends (and pieces still
 # longer are cut into nearly equal parts), with a warning: its n x n pair scores would need

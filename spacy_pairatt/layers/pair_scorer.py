@@ -15,8 +15,8 @@ from spacy.util import registry
 from thinc.api import ArgsKwargs, Model, PyTorchWrapper_v2, xp2torch
 from thinc.types import Floats4d
 
-from .pair_batch import PairBatch
 from .deprecations import warn_renamed
+from .pair_batch import PairBatch
 from .torch_scorers import BiaffinePairScorer, PaperPairScorer, PooledPairScorer, RelationPairScorer
 from .unit_scoring import WindowGradients
 

@@ -9,8 +9,8 @@ from spacy.util import registry
 from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 
-from .pair_batch import PairBatch, parser_groups, window_batch
 from .deprecations import warn_renamed
+from .pair_batch import PairBatch, parser_groups, window_batch
 from .pair_scorer import ArcScores, PairScores, PairScoresGradient
 from .unit_scoring import score_chunks, transformer_gradients
 

@@ -10,9 +10,9 @@ from spacy_transformers.data_classes import TransformerData
 from thinc.api import Model
 from thinc.types import Floats4d
 
-from .pair_batch import PairBatch, entity_groups, window_batch
 from ..integration.validation import check_settings
 from .deprecations import renamed_argument
+from .pair_batch import PairBatch, entity_groups, window_batch
 from .unit_scoring import score_chunks, transformer_gradients
 
 # One Doc's candidate entities, each a list of mention offsets (start, end).

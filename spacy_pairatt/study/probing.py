@@ -27,8 +27,8 @@ from spacy.tokens import Doc
 from spacy.training.converters import conllu_to_docs
 
 from ..integration.encoders import minilm_path
-from ..layers.pair_batch import UnitFeatures, sentence_features
 from ..integration.scoring import PUNCT_LABELS
+from ..layers.pair_batch import UnitFeatures, sentence_features
 from .probe_pairs import (
     ATTENTION_PARTS,
     DIRECTIONS,

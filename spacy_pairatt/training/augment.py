@@ -15,8 +15,8 @@ from spacy.tokens import Doc
 from spacy.training import Example
 from spacy.util import registry
 
-from ..integration.validation import check_settings
 from ..corpora.doc_copies import edited_copy
+from ..integration.validation import check_settings
 
 FINAL_PUNCTUATION = frozenset({".", "!", "?"})
 

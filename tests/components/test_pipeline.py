@@ -12,8 +12,8 @@ from thinc.api import Adam, fix_random_seed
 from torch import nn
 
 from spacy_pairatt.core.objectives import arc_log_scores
-from spacy_pairatt.integration.validation import MissingAttentionError
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
+from spacy_pairatt.integration.validation import MissingAttentionError
 from spacy_pairatt.layers.fused_attention import FusedBertSelfAttention
 from spacy_pairatt.layers.pair_scorer import torch_module
 from tests.conftest import REPO, examples_from_docs, make_pipeline

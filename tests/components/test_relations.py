@@ -10,9 +10,9 @@ from spacy.tokens import Doc, DocBin, Span
 from spacy.training import Example
 from thinc.api import Adam, fix_random_seed
 
-from spacy_pairatt.training.corpus import with_candidate_spans
 from spacy_pairatt.corpora.semeval import TRAIN_FILE, read_semeval
 from spacy_pairatt.integration.doc_relations import Relation, entity_mentions, register_relations_extension
+from spacy_pairatt.training.corpus import with_candidate_spans
 from tests.conftest import DATA, REPO, make_transformer_pipeline
 
 SEMEVAL_DIR = DATA / "semeval2010_task8"
