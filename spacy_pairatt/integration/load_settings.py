@@ -14,7 +14,7 @@ keep the values the config created each pipe with.
 """
 
 from functools import partial
-from typing import Any, Callable, Dict, Iterable
+from typing import Any, Callable, Iterable
 
 from spacy.language import Language
 from spacy.util import registry

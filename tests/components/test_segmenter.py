@@ -11,10 +11,10 @@ from spacy.tokens import Doc
 from spacy.training import Example
 
 from spacy_pairatt.components.segmenter import sentence_starts
-from spacy_pairatt.integration.load_settings import set_setting
-from spacy_pairatt.corpora.raw_text_noise import make_raw_text_noise, noised
 from spacy_pairatt.corpora.doc_copies import edited_copy
+from spacy_pairatt.corpora.raw_text_noise import make_raw_text_noise, noised
 from spacy_pairatt.corpora.ud_documents import annotated_paragraph_docs, iter_document_docs, read_ud_documents
+from spacy_pairatt.integration.load_settings import set_setting
 from tests.conftest import REPO, UD_DIR, small_segmenter_model
 
 EWT_DEV = UD_DIR / "en_ewt-ud-dev.conllu"

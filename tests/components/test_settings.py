@@ -127,3 +127,17 @@ def test_a_segmenter_saved_with_a_threshold_in_its_cfg_only_runs_its_configs(tun
     old.to_disk(tmp_path / "old")
     srsly.write_json(tmp_path / "old" / "segmenter" / "cfg", {**old.get_pipe("segmenter").cfg, "threshold": 0.0})
     assert sentence_starts(spacy.load(tmp_path / "old")) == [0]
+
+
+def test_the_transformer_batches_by_the_max_batch_items_a_load_time_config_gives(tuned):
+    _, path = tuned
+    group_sizes = {}
+    for label, config in (("saved", {}), ("override", override("transformer", max_batch_items=32))):
+        nlp = spacy.load(path, config=config)
+        transformer = nlp.get_pipe("transformer")
+        sizes = group_sizes[label] = []
+        predict = transformer.predict
+        transformer.predict = lambda docs, predict=predict, sizes=sizes: sizes.append(len(docs)) or predict(docs)
+        list(transformer.pipe(nlp.make_doc(TEXT) for _ in range(6)))
+    assert group_sizes["saved"] == [6]
+    assert max(group_sizes["override"]) < 6  # 32 padded wordpieces hold fewer than six windows of TEXT
