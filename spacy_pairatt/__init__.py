@@ -41,6 +41,7 @@ LAZY = {
     "tree_marginals": "core.marginals",
     "decode_heads": "core.decoding",
     "precision_overrides": "layers.precision",
+    "set_setting": "integration.load_settings",
     "register_extensions": "integration.extensions",
 }
 __all__ = ["__version__", *LAZY]

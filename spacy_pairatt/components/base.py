@@ -1,9 +1,8 @@
 """The base pipe of `pairatt_parser` and `pairatt_rel`: a pair scorer whose size is known only after
 `initialize` (or from the saved cfg), fed by a listener to an upstream transformer with attention."""
 
-import weakref
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import srsly
 from spacy.language import Language
@@ -11,17 +10,14 @@ from spacy.pipeline import TrainablePipe
 
 from .pipe_setup import upstream_transformer_dims
 
-# The pipeline each component was made for by its factory, to keep that pipeline's config in step
-# when a setting changes after construction (a tuned threshold). Weak, so neither keeps the other.
-_PIPELINES: "weakref.WeakKeyDictionary[TrainablePipe, weakref.ref]" = weakref.WeakKeyDictionary()
-
 
 class PairScoringPipe(TrainablePipe):
     """A TrainablePipe whose model has refs "tok2vec" (a TransformerDataListener) and "pair_scorer".
 
     cfg holds learned values (labels, dims), which loading takes from the saved cfg, and the
     factory's settings named in CONFIG_SETTINGS, which come from the config the pipeline is built
-    or loaded with: `spacy.load(path, config=...)` runs with the values `nlp.config` reports.
+    or loaded with: `spacy.load(path, config=...)` runs with the values `nlp.config` reports, and a
+    tuning step changes one with `set_setting` (`integration.load_settings`).
     """
 
     CONFIG_SETTINGS: Tuple[str, ...] = ()
@@ -37,18 +33,6 @@ class PairScoringPipe(TrainablePipe):
         self._allow_extra_label()
         self.cfg["labels"].append(label)
         return 1
-
-    def _remember_pipeline(self, nlp: Language) -> None:
-        """Called by the factory: `set_setting` updates this pipeline's config too."""
-        _PIPELINES[self] = weakref.ref(nlp)
-
-    def set_setting(self, key: str, value: Any) -> None:
-        """Change a setting after construction, in cfg and in the config of the pipeline holding
-        this component, so `nlp.config` and a saved pipeline's config.cfg keep what runs."""
-        self.cfg[key] = value
-        nlp = _PIPELINES[self]() if self in _PIPELINES else None
-        if nlp is not None and self.name in nlp.component_names and nlp.get_pipe(self.name) is self:
-            nlp.get_pipe_config(self.name)[key] = value
 
     def _load_cfg(self, saved: Dict) -> None:
         """Take the saved cfg except the settings, which stay as the config set them; build the scorer."""

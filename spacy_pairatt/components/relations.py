@@ -23,6 +23,7 @@ from ..integration.doc_relations import (
     set_relation_arrays,
 )
 from ..integration.extensions import register_extensions
+from ..integration.load_settings import ConfigSetting
 from ..integration.validation import check_settings, validate_dev_corpus
 from ..layers.relation_model import DocEntities, RelationScores
 from .base import PairScoringPipe
@@ -78,7 +79,7 @@ def make_pairatt_rel(
     spans_key, multi_label and threshold are the config's also when a saved pipeline is loaded
     (`spacy.load(path, config=...)`), so `nlp.config` says what runs."""
     prepare_process()
-    component = PairAttRelationExtractor(
+    return PairAttRelationExtractor(
         nlp.vocab,
         model,
         name,
@@ -90,8 +91,6 @@ def make_pairatt_rel(
         seed=seed,
         scorer=scorer,
     )
-    component._remember_pipeline(nlp)
-    return component
 
 
 class PairAttRelationExtractor(PairScoringPipe):
@@ -138,15 +137,8 @@ class PairAttRelationExtractor(PairScoringPipe):
     def label_data(self) -> List[str]:
         return list(self.cfg["labels"])
 
-    @property
-    def threshold(self) -> float:
-        return self.cfg["threshold"]
-
-    @threshold.setter
-    def threshold(self, value: float) -> None:
-        """Set after tuning on held-out data; saved with the component and in the pipeline's config."""
-        check_settings(self.name, threshold=value)
-        self.set_setting("threshold", float(value))
+    # tuned on held-out data: `set_setting(nlp, name, "threshold", value)`
+    threshold = ConfigSetting()
 
     def doc_entities(self, doc: Doc) -> DocEntities:
         """The Doc's candidate entities, each a list of mention offsets, in order of first mention;

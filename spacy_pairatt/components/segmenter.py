@@ -12,6 +12,7 @@
 Everything else, the model, training, loss and scorer, is spaCy's senter.
 """
 
+from functools import partial
 from typing import Callable, List, Optional
 
 import numpy as np
@@ -21,6 +22,7 @@ from spacy.pipeline.senter import SentenceRecognizer, senter_score
 from spacy.tokens import Doc
 from thinc.api import Model
 
+from ..integration.load_settings import ConfigSetting, load_keeping
 from ..integration.validation import check_settings
 from .tokenizer import multiword_tokens
 
@@ -68,35 +70,22 @@ def make_pairatt_segmenter(
 
 
 class ParagraphSegmenter(SentenceRecognizer):
+    # Kept from the config over the saved cfg on loading (`integration.load_settings`); a tuned
+    # threshold is set with `set_setting(nlp, name, "threshold", value)` (`segmenter-sweep --store`).
+    CONFIG_SETTINGS = ("threshold", "overwrite")
+    threshold = ConfigSetting()
+
     def __init__(
         self, vocab, model: Model, name: str = "senter", *, threshold: float = 0.5, overwrite=False, scorer=senter_score
     ):
         super().__init__(vocab, model, name, overwrite=overwrite, scorer=scorer)
         self.cfg["threshold"] = threshold
 
-    @property
-    def threshold(self) -> float:
-        """Kept in cfg, which is saved with the weights: a threshold set after loading is saved too."""
-        return self.cfg["threshold"]
-
-    @threshold.setter
-    def threshold(self, value: float) -> None:
-        check_settings("pairatt_segmenter", threshold=value)
-        self.cfg["threshold"] = value
-
     def from_bytes(self, bytes_data, *, exclude=tuple()):
-        super().from_bytes(bytes_data, exclude=exclude)
-        return self._with_decimal_threshold()
+        return load_keeping(self, self.CONFIG_SETTINGS, partial(super().from_bytes, bytes_data, exclude=exclude))
 
     def from_disk(self, path, *, exclude=tuple()):
-        super().from_disk(path, exclude=exclude)
-        return self._with_decimal_threshold()
-
-    def _with_decimal_threshold(self) -> "ParagraphSegmenter":
-        """The threshold as it was saved: srsly's JSON reader is one unit in the last place off on
-        some decimals (0.3 reads back as 0.30000000000000004)."""
-        self.cfg["threshold"] = float(f"{self.cfg['threshold']:.15g}")
-        return self
+        return load_keeping(self, self.CONFIG_SETTINGS, partial(super().from_disk, path, exclude=exclude))
 
     def predict(self, docs: List[Doc]) -> List[np.ndarray]:
         """Each token's label id: 1 where it starts a sentence (see the module)."""

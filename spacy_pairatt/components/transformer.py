@@ -43,6 +43,7 @@ from spacy_transformers.pipeline_component import DEFAULT_CONFIG, Transformer, i
 from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
 from transformers import AutoModel
 
+from ..integration.load_settings import load_keeping
 from ..integration.span_getters import WordpieceBoundedSpans
 from ..layers.attention_transformer import TAKES_ATTENTION_GRADIENTS, backprops_attentions
 from ..layers.fused_attention import fuse_self_attention
@@ -147,6 +148,8 @@ def restore_encoder(model: Model, requested: Optional[str], saved_config: Dict) 
 
 
 class WordpieceBatchedTransformer(Transformer):
+    CONFIG_SETTINGS = ("max_batch_items",)  # spacy-transformers' cfg: kept from the config on loading
+
     def __init__(self, *args, learn_rate_scale: float = 1.0, **kwargs):
         super().__init__(*args, **kwargs)
         if not learn_rate_scale >= 0:
@@ -172,12 +175,10 @@ class WordpieceBatchedTransformer(Transformer):
     def _loaded(self, load: Callable[[], None], saved_model: Callable[[], Optional[bytes]]):
         """Run spacy-transformers' loading, then give the encoder the attention its config asks
         for and its saved config's exact floats (`restore_encoder`), fused where it is eager. The cfg
-        (max_batch_items) stays the config's: loading would put the saved one back over a load-time
-        override. An uninitialized pipe loaded without its model has no encoder to restore."""
+        (max_batch_items) stays the config's (`load_keeping`): loading would put the saved one back
+        over a load-time override. An uninitialized pipe loaded without its model has no encoder to restore."""
         requested = self.model._init_transformer_config.get("attn_implementation")
-        configured = dict(self.cfg)
-        load()
-        self.cfg.update(configured)
+        load_keeping(self, self.CONFIG_SETTINGS, load)
         if self.model.transformer is not None:
             restore_encoder(self.model, requested, saved_encoder_config(saved_model()))
             fuse_self_attention(self.model.transformer)

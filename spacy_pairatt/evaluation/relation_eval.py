@@ -77,8 +77,7 @@ def evaluate_docred(model: str, tune: str, test: str, train: str, batch_size: in
     """θ tuned for F1 on `tune`, then F1, Ign F1 (facts seen in `train` discounted) and AUC on `test`."""
     started = time.time()
     register_extensions()
-    nlp = spacy.load(model)
-    nlp.get_pipe("pairatt_rel").threshold = DOCRED_CANDIDATE_FLOOR
+    nlp = spacy.load(model, config={"components": {"pairatt_rel": {"threshold": DOCRED_CANDIDATE_FLOOR}}})
     tune_examples = _given_entities(nlp, tune, SPANS_KEY)
     predict_examples(nlp, tune_examples, batch_size)
     theta = tune_threshold(

@@ -15,6 +15,7 @@ from thinc.api import Model
 
 from ..components.segmenter import sentence_starts
 from ..corpora.ud_documents import paragraph_starts, raw_text, read_ud_documents
+from ..integration.load_settings import set_setting
 from ..layers.ensemble import first_members
 from ..parse_files.reading import SourceDoc
 from ..parse_files.writing import conllu_blocks
@@ -114,10 +115,9 @@ def store_threshold(nlp: Language, model: Path, threshold: float, members: Optio
     """Save the pipeline at `model` again with its segmenter's threshold set and, given `members`, its
     ensemble cut to its first `members` (the weights of the others dropped), swapped in in one step."""
     name = segmenter_name(nlp)
-    segmenter = nlp.get_pipe(name)
-    segmenter.threshold = threshold
-    nlp.get_pipe_config(name)["threshold"] = threshold
+    set_setting(nlp, name, "threshold", threshold)
     if members:
+        segmenter = nlp.get_pipe(name)
         segmenter.model = first_members(segmenter.model, members)
         nlp.get_pipe_config(name)["model"]["members"] = members
     replace_pipeline_folder(model, nlp.to_disk)

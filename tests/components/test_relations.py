@@ -12,6 +12,7 @@ from thinc.api import Adam, fix_random_seed
 
 from spacy_pairatt.corpora.semeval import TRAIN_FILE, read_semeval
 from spacy_pairatt.integration.doc_relations import Relation, entity_mentions, register_relations_extension
+from spacy_pairatt.integration.load_settings import set_setting
 from spacy_pairatt.training.corpus import with_candidate_spans
 from tests.conftest import DATA, REPO, make_transformer_pipeline
 
@@ -100,8 +101,7 @@ def test_relations_survive_docbin_disk_and_pickle(trained, tmp_path):
 
 def test_component_round_trips_through_disk(trained, tmp_path):
     nlp, examples, _ = trained
-    component = nlp.get_pipe("pairatt_rel")
-    component.threshold = 0.3
+    set_setting(nlp, "pairatt_rel", "threshold", 0.3)
     nlp.to_disk(tmp_path / "nlp")
     loaded = spacy.load(tmp_path / "nlp")
     assert loaded.get_pipe("pairatt_rel").threshold == pytest.approx(0.3)
@@ -265,13 +265,13 @@ def test_config_wins_over_the_saved_settings_from_bytes(saved_pipeline):
 def test_a_tuned_threshold_is_in_the_saved_config(saved_pipeline, tmp_path):
     nlp = spacy.load(saved_pipeline)
     component = nlp.get_pipe("pairatt_rel")
-    component.threshold = 0.25
+    set_setting(nlp, "pairatt_rel", "threshold", 0.25)
     assert nlp.config["components"]["pairatt_rel"]["threshold"] == 0.25
     nlp.to_disk(tmp_path / "tuned")
     loaded = spacy.load(tmp_path / "tuned")
     assert loaded.get_pipe("pairatt_rel").threshold == loaded.config["components"]["pairatt_rel"]["threshold"] == 0.25
     with pytest.raises(ValueError, match=r"pairatt_rel: threshold must be a number in \[0, 1\], got -0.1"):
-        component.threshold = -0.1
+        set_setting(nlp, "pairatt_rel", "threshold", -0.1)
     assert component.threshold == 0.25
 
 

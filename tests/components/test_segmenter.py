@@ -13,6 +13,7 @@ from spacy.training import Example
 from spacy_pairatt.components.segmenter import sentence_starts
 from spacy_pairatt.corpora.doc_copies import edited_copy
 from spacy_pairatt.corpora.ud_documents import annotated_paragraph_docs, iter_document_docs, read_ud_documents
+from spacy_pairatt.integration.load_settings import set_setting
 from spacy_pairatt.training.augment import make_raw_text_noise, noised
 from tests.conftest import REPO, UD_DIR, small_segmenter_model
 
@@ -86,9 +87,9 @@ def test_a_threshold_outside_zero_to_one_is_refused():
     nlp = spacy.blank("en")
     with pytest.raises(ValueError, match="pairatt_segmenter: threshold must be a number in"):
         nlp.add_pipe("pairatt_segmenter", config={"threshold": 1.5})
-    segmenter = nlp.add_pipe("pairatt_segmenter")
+    nlp.add_pipe("pairatt_segmenter")
     with pytest.raises(ValueError, match="pairatt_segmenter: threshold must be a number in"):
-        segmenter.threshold = -0.1
+        set_setting(nlp, "pairatt_segmenter", "threshold", -0.1)
 
 
 def test_the_trained_segmenter_splits_ewt_dev_paragraphs(trained_segmenter, dev_docs):
@@ -135,7 +136,7 @@ def test_the_threshold_is_on_the_probability_of_a_start_not_the_models_logit(tra
     original = segmenter.threshold
     try:
         for threshold in (0.3, 0.5, 0.7):
-            segmenter.threshold = threshold
+            set_setting(trained_segmenter, "senter", "threshold", threshold)
             for doc, labels, doc_logits in zip(docs, segmenter.predict(docs), logits):
                 # Words (no whitespace around them) after the first: the model's call alone.
                 words = [t.i for t in doc if t.i > 1 and not t.is_space and not doc[t.i - 1].is_space]
@@ -144,7 +145,7 @@ def test_the_threshold_is_on_the_probability_of_a_start_not_the_models_logit(tra
                 if threshold == 0.5:
                     assert expected.tolist() == (doc_logits[words, 1] > doc_logits[words, 0]).tolist()
     finally:
-        segmenter.threshold = original
+        set_setting(trained_segmenter, "senter", "threshold", original)
 
 
 def test_a_model_that_outputs_probabilities_is_read_as_it_is(dev_docs):
@@ -171,7 +172,7 @@ def test_sentence_starts_a_user_set_are_kept(trained_segmenter):
 
 
 def test_the_threshold_survives_saving(trained_segmenter, tmp_path):
-    trained_segmenter.get_pipe("senter").threshold = 0.25
+    set_setting(trained_segmenter, "senter", "threshold", 0.25)
     trained_segmenter.to_disk(tmp_path / "segmenter")
     loaded = spacy.load(tmp_path / "segmenter")
     assert loaded.get_pipe("senter").threshold == 0.25

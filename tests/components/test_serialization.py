@@ -18,6 +18,7 @@ from spacy.tokens import Doc, Span
 from spacy.training import Example
 from thinc.api import fix_random_seed
 
+from spacy_pairatt.integration.load_settings import set_setting
 from spacy_pairatt.packaging.shipped_pipeline import model_weights
 from spacy_pairatt.packaging.shipped_pipeline import same_weights as same_model_weights
 from tests.conftest import REPO, make_transformer_pipeline, small_segmenter_model
@@ -128,7 +129,7 @@ def shared(tiny_bert_dir):
     nlp.initialize(lambda: examples(nlp))
     for name in ("surface_tagger", "ensemble_tagger", "segmenter"):
         randomise_softmaxes(nlp.get_pipe(name).model)
-    nlp.get_pipe("segmenter").threshold = 0.3  # as `segmenter-sweep --store` leaves it
+    set_setting(nlp, "segmenter", "threshold", 0.3)  # as `segmenter-sweep --store` leaves it
     nlp.get_pipe("pairatt_parser").cfg["arc_temperature"] = 1.5  # as `calibrate` leaves it
     return perturbed(nlp, "transformer")
 
