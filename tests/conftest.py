@@ -16,6 +16,7 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "projects" / "paper"  # the paper's study project
 DATA = Path(os.environ.get("PAIRATT_DATA", REPO.parent / "shared" / "data"))
 UD_DIR = DATA / "ud_english_ewt"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")

@@ -446,6 +446,6 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
 @pytest.mark.parametrize("option,value", [("--words-between-checks", "0"), ("--min-growth-mb", "-3")])
 def test_the_memory_bench_refuses_a_setting_below_one(option, value):
     """0 words between checks was read as "the pipe's default" and run silently."""
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "memory.py"), option, value],
+    run = subprocess.run([sys.executable, str(ROOT / "projects" / "paper" / "bench" / "memory.py"), option, value],
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 2 and f"argument {option}: must be more than 0, got {value}" in run.stderr
