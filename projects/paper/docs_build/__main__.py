@@ -9,23 +9,22 @@ PROG = "python -m docs_build"
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
-    parser.add_argument("--root", default=Path(__file__).resolve().parents[3], help="the checkout (default: this one)")
+    parser.add_argument("--root", type=Path, default=Path(__file__).parents[3], help="the checkout (default: this one)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
     parser.add_argument("--model-card", metavar="PATH", help="instead, write the model card's notes (assemble --notes)")
     parser.add_argument("--parser-only", action="store_true", help="with --model-card: the parser alone's card")
     args = parser.parse_args(argv)
-    root = Path(args.root)
     from spacy_pairatt.reporting.json_files import write_text
 
     from .limits import model_card_notes
     from .plan import doc_files, regenerate
 
-    if not args.model_card and not doc_files(root):
-        raise SystemExit(f"{PROG}: error: no README.md or docs/*.md in {root.resolve()}: pass the checkout as --root")
+    if not args.model_card and not doc_files(args.root):
+        raise SystemExit(f"{PROG}: error: no README.md or docs/*.md in {args.root.resolve()}: --root is the checkout")
     try:
         if args.model_card:
-            write_text(args.model_card, model_card_notes(root, ud_pipeline=not args.parser_only))
-        changed = [] if args.model_card else regenerate(root, check=args.check)
+            write_text(args.model_card, model_card_notes(args.root, ud_pipeline=not args.parser_only))
+        changed = [] if args.model_card else regenerate(args.root, check=args.check)
     except (OSError, ValueError) as error:  # a results file without a figure, a full disk
         raise SystemExit(f"{PROG}: error: {error}") from None
     for entry in changed:

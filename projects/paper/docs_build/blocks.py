@@ -199,10 +199,10 @@ def calibration_block(results: Results, block) -> str:
 
 
 def encoder_sources(results: Results, block) -> Sources:
-    """encoders.json and the files behind every row that has run (speed files are bench results)."""
+    """encoders.json and the files behind every row that has run (speed files are bench results), in either project."""
     rows = (block.json(results, "table") or {}).get("rows", [])
     found = [
-        (path, "bench" if what == "speed" else "parser")
+        (path if (results.root / path).exists() else f"projects/paper/{path}", "bench" if what == "speed" else "parser")
         for row in rows
         for what, path in row["files"].items()
         if path not in row["missing"]

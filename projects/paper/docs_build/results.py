@@ -89,8 +89,9 @@ class Results:
         return Made(path, created, True, kind) if created else Made(path, self.committed(path), False, kind)
 
     def committed(self, path: str) -> Optional[str]:
-        """The date of the last commit that changed `path`, a move not counted (None without git or history)."""
-        command = ["git", "-C", str(self.root), "log", "-1", "--follow", "--diff-filter=AM", "--format=%cI", "--", path]
+        """The date of the last commit that changed `path`, its move from results/ to projects/paper not counted."""
+        paths = dict.fromkeys([path, path.removeprefix("projects/paper/")])  # -M: the move is a rename, filtered out
+        command = ["git", "-C", str(self.root), "log", "-1", "-M", "--diff-filter=AM", "--format=%cI", "--", *paths]
         try:
             done = subprocess.run(command, capture_output=True, text=True)
         except OSError:
