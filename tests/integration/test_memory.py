@@ -419,8 +419,8 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
             peak, cost = jemalloc
             check = {"speed_cost": cost, "mean_ratio_jemalloc_over_glibc": 1 - cost}
             memory["jemalloc"] = {"version": "jemalloc 5.3.0", "runs": runs(peak), "speed_check": check}
-        (tmp_path / "results").mkdir(exist_ok=True)
-        (tmp_path / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
+        (tmp_path / "projects" / "paper" / "results").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "projects" / "paper" / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
         return Results(tmp_path)
 
     assert "grew +12% from 2,000 to 20,000" in heap_limit(bench(1120.0, 0.01))

@@ -4,9 +4,9 @@ which the docs' `requirements` block reads."""
 import importlib.util
 import json
 
-from tests.conftest import REPO
+from tests.conftest import PAPER
 
-SPEC = importlib.util.spec_from_file_location("footprint", REPO / "projects" / "paper" / "bench" / "footprint.py")
+SPEC = importlib.util.spec_from_file_location("footprint", PAPER / "bench" / "footprint.py")
 footprint = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(footprint)
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import PAPER
 
-SPEC = importlib.util.spec_from_file_location("sweep", REPO / "projects" / "paper" / "bench" / "sweep.py")
+SPEC = importlib.util.spec_from_file_location("sweep", PAPER / "bench" / "sweep.py")
 sweep = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(sweep)
 
@@ -19,7 +19,7 @@ HEADER = "E    #       LOSS TRANS...  LOSS PAIRA...  DEP_UAS  DEP_LAS  SENTS_F  
 
 
 def test_rows_and_model_best_from_a_real_training_log():
-    log = (REPO / "results" / "gpu" / "lr_sweep" / "lr_3e-4.log").read_text(encoding="utf8")
+    log = (PAPER / "results" / "gpu" / "lr_sweep" / "lr_3e-4.log").read_text(encoding="utf8")
     rows = sweep.eval_rows(log, sweep.score_columns(log))
     assert [row["step"] for row in rows] == list(range(0, 801, 200))
     assert all(0 <= row["dep_las"] <= row["dep_uas"] <= 100 for row in rows)

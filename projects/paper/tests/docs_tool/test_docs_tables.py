@@ -14,7 +14,7 @@ from docs_build.__main__ import PROG, main
 from docs_build.limits import model_card_notes
 from docs_build.plan import BLOCKS, doc_files, planned_function, regenerate
 from docs_build.results import CODE_CHANGES, RESULT_KINDS, Results, source_note
-from tests.conftest import REPO
+from tests.conftest import PAPER, REPO
 
 # Words with digits in the README that are names, versions or commands, not figures.
 README_NAMES = (
@@ -121,7 +121,7 @@ def test_the_model_card_gives_the_measured_figures():
     card = model_card_notes(REPO, ud_pipeline=False)
     test = json.loads((REPO / "results" / "pairatt_test.json").read_text(encoding="utf8"))
     assert f"UAS {100 * test['scores']['dep_uas']:.1f}, LAS {100 * test['scores']['dep_las']:.1f}" in card
-    speed = json.loads((REPO / "results" / "bench_speed.json").read_text(encoding="utf8"))
+    speed = json.loads((PAPER / "results" / "bench_speed.json").read_text(encoding="utf8"))
     assert f"{speed['inference']['ratio_b_over_a']:.2f}" in card
     assert "Source: `results/pairatt_test.json`" in card
 
@@ -141,17 +141,17 @@ def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch
         "inference": {"ratio_b_over_a": 0.85, "ratio_b_over_c_wordpiece_batched": 0.8},
         "provenance": {"created": "2030-01-01T00:00:00+00:00"},
     }
-    write(tmp_path, "results/bench_speed.json", speed)
+    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
     assert "trained pairatt_parser, initialised transition parser, 2 torch threads" in speed_limit(Results(tmp_path))
     speed["models"]["transition"] = "training/transition/model-best"
-    write(tmp_path, "results/bench_speed.json", speed)
-    assert "(results/bench.md, trained pipelines," in speed_limit(Results(tmp_path))
+    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
+    assert "(projects/paper/results/bench.md, trained pipelines," in speed_limit(Results(tmp_path))
     speed["models"] = {"pairatt_parser": None, "transition": None}
-    write(tmp_path, "results/bench_speed.json", speed)
+    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
     assert "untrained weights" in speed_limit(Results(tmp_path))
     del speed["models"]
-    write(tmp_path, "results/bench_speed.json", speed)
-    with pytest.raises(ValueError, match="^results/bench_speed.json has no 'models': re-run the command that makes"):
+    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
+    with pytest.raises(ValueError, match="^projects/paper/results/bench_speed.json has no 'models': re-run the command that makes"):
         speed_limit(Results(tmp_path))
 
 
@@ -192,7 +192,7 @@ def test_the_training_cost_block_gives_each_run_and_the_memory_verdict(tmp_path,
     block = training_cost_block(Results(tmp_path))
     assert "| pairatt_parser (`configs/parser_minilm.cfg`) | 400 | 16.7 | 2.50 | 1,900 | 2,048 |" in block
     assert "2,048 MB, met" in block and f"`{command}`" in block
-    assert "not measured yet: `results/train_transition_cost.json`" in block
+    assert "not measured yet: `projects/paper/results/train_transition_cost.json`" in block
     write(tmp_path, "results/train_pairatt_cost.json", cost | {"peak_rss_mb": 8300.0})
     assert "8,300 MB, **not met**" in training_cost_block(Results(tmp_path))
 
@@ -255,19 +255,19 @@ def test_a_results_file_without_a_key_is_named_in_one_line_with_the_key(tmp_path
 
 def test_a_markdown_block_shows_the_part_of_its_file_between_the_lines_the_plan_names(tmp_path):
     """The probe's block: its results/probe.md from the table to the command, headings one level down."""
-    write(tmp_path, "results/probe.json", {"provenance": {"created": "2030-01-01T00:00:00+00:00"}})
+    write(tmp_path, "projects/paper/results/probe.json", {"provenance": {"created": "2030-01-01T00:00:00+00:00"}})
     (tmp_path / "README.md").write_text("<!-- probe:start -->\n<!-- probe:end -->\n")
-    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: .*results/probe.md"):
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: .*projects/paper/results/probe.md"):
         main(["--root", str(tmp_path), "--check"])
     table = "| probe | UAS |\n|---|---|\n| both | 65.5 |"
     text = f"# Probing\n\nintro\n\n{table}\n\n## Top\n\nx\n\nFeature extraction took 1 s\n"
-    (tmp_path / "results/probe.md").write_text(text)
+    (tmp_path / "projects/paper/results/probe.md").write_text(text)
     assert regenerate(tmp_path) == ["README.md: probe"]
     block = (tmp_path / "README.md").read_text()
-    assert "| probe | UAS |\n|---|---|\n| both | 65.5 |\n\n### Top\n\nx\n\n*Source: `results/probe.json`;" in block
+    assert "| probe | UAS |\n|---|---|\n| both | 65.5 |\n\n### Top\n\nx\n\n*Source: `projects/paper/results/probe.json`;" in block
     assert "intro" not in block and "Feature extraction" not in block
-    (tmp_path / "results/probe.md").write_text("# Probing\nintro\n")
-    with pytest.raises(SystemExit, match=r"error: results/probe.md has no line '\| probe \|': re-run the command"):
+    (tmp_path / "projects/paper/results/probe.md").write_text("# Probing\nintro\n")
+    with pytest.raises(SystemExit, match=r"error: projects/paper/results/probe.md has no line '\| probe \|': re-run the command"):
         main(["--root", str(tmp_path), "--check"])
 
 
@@ -318,22 +318,22 @@ def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_aft
         "runs": runs, "peak_rss_growth": 0.358, "heap_release": {"words_between": 1000, "min_growth_bytes": 2**26},
         "speed_check": {"speed_cost_at_default_interval": 0.01},
     }  # fmt: skip
-    (tmp_path / "results").mkdir()
-    path = tmp_path / "results" / "bench_memory.json"
+    path = tmp_path / "projects" / "paper" / "results" / "bench_memory.json"
+    path.parent.mkdir(parents=True)
 
     path.write_text(json.dumps({**memory, "provenance": {"created": "2100-01-01T00:00:00+00:00"}}), "utf8")
     fresh = heap_limit(Results(tmp_path))
     path.write_text(json.dumps({**memory, "provenance": {"created": "2000-01-01T00:00:00+00:00"}}), "utf8")
     stale = heap_limit(Results(tmp_path))
 
-    assert "grew +36% from 2,000 to 20,000 streamed sentences (results/bench.md)" in fresh
-    assert f"(results/bench.md; stale: measured before {last_bench.what})" in stale
+    assert "grew +36% from 2,000 to 20,000 streamed sentences (projects/paper/results/bench.md)" in fresh
+    assert f"(projects/paper/results/bench.md; stale: measured before {last_bench.what})" in stale
 
 
 def test_the_check_runs_as_a_module_and_imports_neither_spacy_torch_numba_nor_the_command_line():
     """`python -m docs_build --check` only reads results/ and writes text: it stays light enough for any CI step,
     and the package's command line (which imports nothing of docs_build) is not loaded."""
-    done = subprocess.run([sys.executable, "-m", "docs_build", "--check"], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "docs_build", "--check"], cwd=PAPER, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     script = (
         "import json, sys\n"
@@ -341,14 +341,14 @@ def test_the_check_runs_as_a_module_and_imports_neither_spacy_torch_numba_nor_th
         "main(['--check', '--root', sys.argv[1]])\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(REPO)], capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", script, str(REPO)], cwd=PAPER, capture_output=True, text=True, check=True)
     modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert "docs_build.plan" in modules and "spacy_pairatt.cli" not in modules
     assert [name for name in modules if name.split(".")[0] in ("spacy", "torch", "numba")] == []
 
 
 def test_without_docs_under_root_the_command_says_so_in_one_line(tmp_path):
-    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: no README.md or docs/\*.md in .*: pass"):
+    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: no README.md or docs/\*.md in .*: --root is the checkout"):
         main(["--root", str(tmp_path)])
 
 
