@@ -22,7 +22,7 @@ def documented_commands():
 
 def project_folder(arguments) -> str:
     """The project a documented command runs in: its directory argument, if any (else the checkout's)."""
-    folder = arguments[0].rstrip("/") if arguments and not arguments[0].startswith("--") else "."
+    folder = arguments[0].rstrip("/).,;") if arguments and not arguments[0].startswith("--") else "."
     return "projects/paper" if folder.endswith("projects/paper") or folder in ("..", "../..") else "."
 
 

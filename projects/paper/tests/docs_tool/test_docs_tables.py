@@ -151,7 +151,8 @@ def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch
     assert "untrained weights" in speed_limit(Results(tmp_path))
     del speed["models"]
     write(tmp_path, "projects/paper/results/bench_speed.json", speed)
-    with pytest.raises(ValueError, match="^projects/paper/results/bench_speed.json has no 'models': re-run the command that makes"):
+    missing = "^projects/paper/results/bench_speed.json has no 'models': re-run the command that makes"
+    with pytest.raises(ValueError, match=missing):
         speed_limit(Results(tmp_path))
 
 
@@ -264,10 +265,12 @@ def test_a_markdown_block_shows_the_part_of_its_file_between_the_lines_the_plan_
     (tmp_path / "projects/paper/results/probe.md").write_text(text)
     assert regenerate(tmp_path) == ["README.md: probe"]
     block = (tmp_path / "README.md").read_text()
-    assert "| probe | UAS |\n|---|---|\n| both | 65.5 |\n\n### Top\n\nx\n\n*Source: `projects/paper/results/probe.json`;" in block
+    source = "*Source: `projects/paper/results/probe.json`;"
+    assert "| probe | UAS |\n|---|---|\n| both | 65.5 |\n\n### Top\n\nx\n\n" + source in block
     assert "intro" not in block and "Feature extraction" not in block
     (tmp_path / "projects/paper/results/probe.md").write_text("# Probing\nintro\n")
-    with pytest.raises(SystemExit, match=r"error: projects/paper/results/probe.md has no line '\| probe \|': re-run the command"):
+    no_line = r"error: projects/paper/results/probe.md has no line '\| probe \|': re-run the command"
+    with pytest.raises(SystemExit, match=no_line):
         main(["--root", str(tmp_path), "--check"])
 
 
@@ -341,14 +344,16 @@ def test_the_check_runs_as_a_module_and_imports_neither_spacy_torch_numba_nor_th
         "main(['--check', '--root', sys.argv[1]])\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(REPO)], cwd=PAPER, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", script, str(REPO)], cwd=PAPER, capture_output=True, text=True,
+                          check=True)  # fmt: skip
     modules = json.loads(done.stdout.strip().splitlines()[-1])
     assert "docs_build.plan" in modules and "spacy_pairatt.cli" not in modules
     assert [name for name in modules if name.split(".")[0] in ("spacy", "torch", "numba")] == []
 
 
 def test_without_docs_under_root_the_command_says_so_in_one_line(tmp_path):
-    with pytest.raises(SystemExit, match=r"^python -m docs_build: error: no README.md or docs/\*.md in .*: --root is the checkout"):
+    no_docs = r"^python -m docs_build: error: no README.md or docs/\*.md in .*: --root is the checkout"
+    with pytest.raises(SystemExit, match=no_docs):
         main(["--root", str(tmp_path)])
 
 
