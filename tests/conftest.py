@@ -31,7 +31,7 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session", autouse=True)
 def pipeline_device(pytestconfig):
     """CPU unless --gpu-id names a GPU: then every pipeline the tests build runs on it."""
-    gpu_id = pytestconfig.getoption("--gpu-id")
+    gpu_id = pytestconfig.getoption("--gpu-id", -1)  # -1 also where only projects/paper/tests run
     if gpu_id >= 0:
         spacy.require_gpu(gpu_id)
     return gpu_id
