@@ -48,7 +48,7 @@ setup(
             "matplotlib>=3.5",
         ],
         "distributed": ["dask[distributed]>=2024.1"],
-        # `python -m spacy_pairatt probe` fits LightGBM; `visualize` draws with matplotlib.
+        # `python -m pairatt_paper probe` fits LightGBM; `visualize` draws with matplotlib.
         "probe": ["lightgbm>=4.0"],
         "viz": ["matplotlib>=3.5"],
         # `spacy project run package` builds the en_pairatt wheel with `build`.

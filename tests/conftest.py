@@ -16,6 +16,7 @@ from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
 REPO = Path(__file__).resolve().parents[1]
+PAPER = REPO / "projects" / "paper"  # the paper's study project
 DATA = Path(os.environ.get("PAIRATT_DATA", REPO.parent / "shared" / "data"))
 UD_DIR = DATA / "ud_english_ewt"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -30,7 +31,7 @@ def pytest_addoption(parser):
 @pytest.fixture(scope="session", autouse=True)
 def pipeline_device(pytestconfig):
     """CPU unless --gpu-id names a GPU: then every pipeline the tests build runs on it."""
-    gpu_id = pytestconfig.getoption("--gpu-id")
+    gpu_id = pytestconfig.getoption("--gpu-id", -1)  # -1 also where only projects/paper/tests run
     if gpu_id >= 0:
         spacy.require_gpu(gpu_id)
     return gpu_id

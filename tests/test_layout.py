@@ -25,7 +25,7 @@ for group in ("factories", "architectures", "scorers", "readers", "misc", "span_
             loaded.append(entry_point.name)
 print(json.dumps({"import": after_import, "runtime": sorted(sys.modules), "entry_points": loaded}))
 """
-NOT_RUNTIME = ("spacy_pairatt.study", "spacy_pairatt.evaluation", "spacy_pairatt.cli", "docs_build",
+NOT_RUNTIME = ("pairatt_paper", "spacy_pairatt.evaluation", "spacy_pairatt.cli", "docs_build",
                "spacy_pairatt.packaging.shipped_pipeline", "spacy_pairatt.parse_files",
                "matplotlib", "lightgbm", "dask", "distributed")  # fmt: skip
 

@@ -15,7 +15,7 @@ import pytest
 
 from spacy_pairatt.integration.scoring import sentence_is_one_tree
 from spacy_pairatt.packaging.shipped_pipeline import package_requirements
-from tests.conftest import REPO, examples_from_docs, make_pipeline
+from tests.conftest import PAPER, REPO, examples_from_docs, make_pipeline
 
 # Not en_pairatt: a user who ran the main job has en_pairatt installed, the venv sees it, and pip would find the
 # wheel's name and version already satisfied there and install nothing into the venv.
@@ -97,13 +97,13 @@ def test_wheel_installs_offline_and_parses(tiny_bert_dir, ud_train_docs, tmp_pat
 
     # No network: the Hugging Face libraries stay offline, and pip (also inside `python -m build`, which then
     # fails over to `setup.py bdist_wheel`) sees no index. PYTHONPATH: this checkout's spacy_pairatt is the
-    # code under test, whichever copy the installed entry points were made from.
+    # code under test, whichever copy the installed entry points were made from; projects/paper holds the docs tool.
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "PIP_NO_INDEX": "1",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), str(PAPER), os.environ.get("PYTHONPATH")])),
     }
     shipped, packages = tmp_path / "shipped", tmp_path / "packages"
     # The model card's notes, as `package` writes them: from this checkout's docs tool, for results/ of tmp_path.

@@ -1,23 +1,12 @@
-"""`python -m spacy_pairatt`: the project's commands, one subcommand each."""
+"""`python -m spacy_pairatt`: the user's commands, one subcommand each (the paper's study has its own,
+`python -m pairatt_paper` in projects/paper, built with the same `main`)."""
 
 import argparse
 import os
 import sys
 
 from ..runs.signals import stop_signals_interrupt
-from . import (
-    ablation,
-    attention_curve,
-    confidence,
-    corpora,
-    encoders,
-    evaluate,
-    parse,
-    probing,
-    shipping,
-    tokenizer,
-    training,
-)
+from . import confidence, corpora, encoders, evaluate, parse, shipping, tokenizer, training
 from .errors import describe_error
 
 # Each module adds its commands; --help lists them in this order.
@@ -30,25 +19,23 @@ COMMAND_GROUPS = (
     confidence,
     evaluate,
     shipping,
-    probing,
-    ablation,
-    attention_curve,
 )
+PROG = "python -m spacy_pairatt"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m spacy_pairatt", description=__doc__)
+def build_parser(command_groups=COMMAND_GROUPS, prog=PROG, description=__doc__) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.set_defaults(records_provenance=True)  # a command that writes no results sets it False
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in COMMAND_GROUPS:
+    for group in command_groups:
         group.add_commands(commands)
     return parser
 
 
-def main(argv=None) -> None:
+def main(argv=None, command_groups=COMMAND_GROUPS, prog=PROG, description=__doc__) -> None:
     """Errors a user can cause (a missing file or model, no network, a full disk) end in one line on stderr, exit 1;
     so does a stop signal (SIGINT, SIGTERM, SIGHUP), once the command has cleaned up (`spacy_pairatt.runs.signals`)."""
-    parser = build_parser()
+    parser = build_parser(command_groups, prog, description)
     args, unknown = parser.parse_known_args(argv)
     if unknown and not hasattr(args, "config_overrides"):
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -66,6 +53,6 @@ def main(argv=None) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush is quiet
         raise SystemExit(0) from None
     except OSError as error:
-        raise SystemExit(f"python -m spacy_pairatt {command}: error: {describe_error(error)}") from error
+        raise SystemExit(f"{prog} {command}: error: {describe_error(error)}") from error
     except KeyboardInterrupt:
-        raise SystemExit(f"python -m spacy_pairatt {command}: interrupted") from None
+        raise SystemExit(f"{prog} {command}: interrupted") from None

@@ -1,5 +1,5 @@
 """assemble, demo, source-stamp: the shipped pipeline, a look at it, and the stamp of the code behind results made
-on a copy of the checkout. (The docs' generated blocks are the checkout's tool: `python -m docs_build`.)"""
+on a copy of the checkout. (The docs' generated blocks are the paper project's: `python -m docs_build` there.)"""
 
 from pathlib import Path
 
@@ -74,7 +74,7 @@ def add_commands(commands) -> None:
         "--sentence-scores", help="ud-eval --output JSON (raw text) whose Sentences P, R, F go into meta.json"
     )
     assembly.add_argument(
-        "--notes", help="Markdown that ends the model card (in a checkout: python -m docs_build --model-card writes it)"
+        "--notes", help="Markdown that ends the model card (in a checkout, projects/paper's `model-card` writes it)"
     )
     assembly.set_defaults(func=assemble, records_provenance=False)
     demonstration = commands.add_parser("demo", help="parse example sentences, print them, save a displaCy page")

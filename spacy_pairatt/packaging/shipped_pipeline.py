@@ -155,7 +155,7 @@ def assemble_pipeline(
     segmenter gets spaCy's rule-based sentencizer in front.
     version: the package version, for meta.json and the model card.
     notes: Markdown that ends the model card (spaCy's generated README.md): in a checkout, the data, licence,
-    measured figures and limits that `python -m docs_build --model-card` writes from results/.
+    measured figures and limits that projects/paper's `model-card` command writes from the results files.
     ud_scores: `ud-eval --output` JSON on gold tokens, whose tag, morphology and lemma scores go into meta.json
     under spaCy's names (pos_acc, tag_acc, morph_acc, lemma_acc), as spaCy's model card shows them.
     sentence_scores: `ud-eval --output` JSON on raw text, whose Sentences precision, recall and F1 are

@@ -21,8 +21,9 @@ from typing import Dict, List, Optional
 
 LIBRARIES = ("spacy", "spacy-transformers", "thinc", "torch", "transformers", "spacy-pairatt")
 # The tracked paths whose changes make the code "dirty": not results/, README.md or docs/, which the
-# project commands themselves rewrite.
-CODE_PATHS = ("spacy_pairatt", "bench", "configs", "setup.py", "project.yml")
+# project commands themselves rewrite; the paper's study and benches (projects/paper) run code as well.
+CODE_PATHS = ("spacy_pairatt", "scripts", "configs", "setup.py", "project.yml",
+              "projects/paper/pairatt_paper", "projects/paper/bench", "projects/paper/project.yml")  # fmt: skip
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
 # A copy of the checkout (a GPU machine gets the working tree, with no .git or a stale one) names its
 # commit through a stamp written here by `python -m spacy_pairatt source-stamp`; this variable gives its path.

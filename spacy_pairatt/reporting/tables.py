@@ -2,7 +2,7 @@
 blocks of README.md and docs/*.md they go into.
 
 A neutral module: it imports neither spaCy, torch nor numba, so that the commands and tools that only
-write text (the checkout's `python -m docs_build --check`) stay light.
+write text (projects/paper's `python -m docs_build --check`) stay light.
 """
 
 from statistics import median

@@ -423,8 +423,8 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
             peak, cost = jemalloc
             check = {"speed_cost": cost, "mean_ratio_jemalloc_over_glibc": 1 - cost}
             memory["jemalloc"] = {"version": "jemalloc 5.3.0", "runs": runs(peak), "speed_check": check}
-        (tmp_path / "results").mkdir(exist_ok=True)
-        (tmp_path / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
+        (tmp_path / "projects" / "paper" / "results").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "projects" / "paper" / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
         return Results(tmp_path)
 
     assert "grew +12% from 2,000 to 20,000" in heap_limit(bench(1120.0, 0.01))
@@ -450,6 +450,6 @@ def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
 @pytest.mark.parametrize("option,value", [("--words-between-checks", "0"), ("--min-growth-mb", "-3")])
 def test_the_memory_bench_refuses_a_setting_below_one(option, value):
     """0 words between checks was read as "the pipe's default" and run silently."""
-    run = subprocess.run([sys.executable, str(ROOT / "bench" / "memory.py"), option, value],
+    run = subprocess.run([sys.executable, str(ROOT / "projects" / "paper" / "bench" / "memory.py"), option, value],
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 2 and f"argument {option}: must be more than 0, got {value}" in run.stderr

@@ -31,7 +31,7 @@ from spacy_pairatt.cli import main
 from spacy_pairatt.parse_files.errors import ParseCommandError
 from spacy_pairatt.parse_files.parsing import load_pipeline, parse_file, parse_stream
 from spacy_pairatt.parse_files.reading import unescape_misc
-from tests.conftest import REPO
+from tests.conftest import PAPER, REPO
 
 GOOD_LINES = [f"Line {i} is a short sentence ." for i in range(1, 201)]
 # The issue's case: 200 good lines, then one that is not UTF-8.
@@ -425,7 +425,7 @@ def test_missing_files_and_models_in_other_commands_are_one_line(fast_model, tmp
 def test_reliability_fuzz_sample(fast_model, tmp_path):
     """A bounded sample of bench/reliability.py (its full run: results/reliability.md): nothing hangs,
     no traceback, no document lost, every outcome as the input calls for."""
-    spec = importlib.util.spec_from_file_location("reliability_bench", REPO / "bench" / "reliability.py")
+    spec = importlib.util.spec_from_file_location("reliability_bench", PAPER / "bench" / "reliability.py")
     reliability = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reliability)
     result = reliability.run_fuzz(

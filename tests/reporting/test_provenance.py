@@ -22,7 +22,7 @@ from spacy_pairatt.reporting.provenance import (
     provenance,
     source_stamp,
 )
-from tests.conftest import REPO
+from tests.conftest import PAPER, REPO
 
 
 def git(root, *args):
@@ -192,28 +192,12 @@ def test_a_command_asks_git_as_it_starts_and_its_results_name_that_code(monkeypa
     assert capsys.readouterr().out == "at start\n"
 
 
-def test_a_training_records_the_commit_it_started_from(monkeypatch):
-    """A checkout can move on during a long training: its record names the commit it started from."""
-    from spacy_pairatt.study import ablation
-
-    versions = iter([{"commit": "at start", "dirty": False, "dirty_paths": []}])
-
-    def training_moves_the_checkout(*args, **kwargs):
-        monkeypatch.setattr(ablation, "code_version", lambda: {"commit": "at end", "dirty": False, "dirty_paths": []})
-
-    monkeypatch.setattr(ablation, "code_version", lambda: next(versions))
-    monkeypatch.setattr(ablation.subprocess, "run", training_moves_the_checkout)
-    _, _, code = ablation.run_training(["python", "-m", "spacy", "train", "config.cfg"])
-    assert code["commit"] == "at start"
-    assert provenance(code=code)["code"]["commit"] == "at start"
-
-
 def test_every_bench_that_records_provenance_takes_the_code_version_as_it_starts():
     """provenance() asks git once, at its first call: a bench writes its results at the end, after a
     long run in which the checkout may move on, so it takes the version first (code_at_start)."""
     import ast
 
-    for script in sorted((REPO / "bench").glob("*.py")):
+    for script in sorted([*(REPO / "scripts").glob("*.py"), *(PAPER / "bench").glob("*.py")]):
         tree = ast.parse(script.read_text(encoding="utf8"))
         if "provenance(" not in ast.unparse(tree):
             continue
