@@ -82,9 +82,9 @@ def projects():
 def test_the_user_workflow_stays_short_and_keeps_both_tiers():
     names = [command["name"] for command in projects()["."]["commands"]]
     assert len(names) <= 30
-    tiers = {"train", "train-pipeline", "package", "package-parser", "calibrate", "pipeline-segmenter", "demo-train",
+    tiers = {"train", "train-pipeline", "package", "package-parser", "calibrate", "demo-train",
              "train-segmenter-standalone", "fetch-mpnet", "train-mpnet", "evaluate-mpnet",
-             "train-pipeline-trf"}  # fmt: skip
+             "train-pipeline-trf", "evaluate-pipeline-trf", "package-trf"}  # fmt: skip
     assert tiers <= set(names)
 
 

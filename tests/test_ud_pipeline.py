@@ -80,7 +80,7 @@ def train_segmenter(config: str, trained_model: Path, output: str, **overrides) 
 @pytest.fixture(scope="module")
 def stage_two_model(trained_model):
     """Stage 2: configs/segmenter_standalone.cfg put in place of the 2-step pipeline's senter, as
-    `pipeline-segmenter` does."""
+    stage 2 did until the senter became a head of the pipeline (docs/ud_pipeline.md)."""
     segmenter = train_segmenter("segmenter_standalone.cfg", trained_model, "segmenter")
     assemble_pipeline(str(trained_model), str(trained_model.parent.parent / "stage2"), senter=str(segmenter))
     return trained_model.parent.parent / "stage2"
@@ -117,7 +117,7 @@ def sweep(model: Path, gold: Path, output: Path, *options: str) -> dict:
 
 
 def test_stage_two_stores_the_segmenters_threshold_and_changes_nothing_else(trained_model, ewt_block, tmp_path):
-    """`pipeline-segmenter` as project.yml runs it: the one-member senter's thresholds swept on the gold
+    """Stage 2 as `train-pipeline` runs it after training: the one-member senter's thresholds swept on the gold
     text and the best stored; the senter's weights and every other component are stage 1's."""
     shipped = tmp_path / "segmented"
     assemble_pipeline(str(trained_model), str(shipped))
