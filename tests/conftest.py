@@ -11,7 +11,7 @@ from typing import Optional
 
 import pytest
 import spacy
-from spacy.tokens import Doc
+from spacy.tokens import Doc, DocBin
 from spacy.training import Example
 from spacy.training.converters import conllu_to_docs
 
@@ -198,6 +198,26 @@ def make_transformer_pipeline(
         },
     )
     return nlp
+
+
+def train_ud_pipeline(config: str, encoder: str, docs: list, folder: Path) -> Path:
+    """configs/`config` (a UD pipeline) trained 2 steps on `encoder` over annotated paragraph Docs, the first to
+    train on (folder/train.spacy), the rest for dev (folder/dev.spacy); its model-last. Only to show that the
+    config builds, trains and annotates."""
+    from spacy.cli.train import train
+
+    DocBin(docs=docs[:1]).to_disk(folder / "train.spacy")
+    DocBin(docs=docs[1:]).to_disk(folder / "dev.spacy")
+    overrides = {
+        "paths.train": str(folder / "train.spacy"),
+        "paths.dev": str(folder / "dev.spacy"),
+        "components.transformer.model.name": encoder,
+        "components.trainable_lemmatizer.min_tree_freq": 1,
+        "training.max_steps": 2,
+        "training.eval_frequency": 1000,  # no evaluation: model-last only, a few seconds less
+    }
+    train(REPO / "configs" / config, folder / "output", overrides=overrides)
+    return folder / "output" / "model-last"
 
 
 def examples_from_docs(nlp, docs):

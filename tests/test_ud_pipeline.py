@@ -24,7 +24,7 @@ from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
 from spacy_pairatt.packaging.shipped_pipeline import assemble_pipeline
 from spacy_pairatt.parse_files.parsing import parse_file
 from spacy_pairatt.reporting.tables import percent
-from tests.conftest import REPO, UD_DIR, write_first_sentences
+from tests.conftest import REPO, UD_DIR, train_ud_pipeline, write_first_sentences
 
 N_SENTENCES = 40  # two paragraphs: the first to train on, the second (sentences 22-40) for dev
 
@@ -40,25 +40,12 @@ def ewt_block(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def trained_model(tiny_bert_dir, ewt_block, tmp_path_factory):
-    from spacy.cli.train import train
-
     folder = tmp_path_factory.mktemp("ud_pipeline_train")
     docs = annotated_paragraph_docs(spacy.blank("en").vocab, ewt_block.read_text(encoding="utf8"))
     assert len(docs) == 2 and all(doc.has_annotation(attr) for doc in docs for attr in ("TAG", "POS", "MORPH", "LEMMA"))
-    DocBin(docs=docs[:1]).to_disk(folder / "train.spacy")
-    DocBin(docs=docs[1:]).to_disk(folder / "dev.spacy")
     # the segmenters' data: the same text with sentence starts only, as `ud-docs` writes it
     DocBin(attrs=["SENT_START"], docs=docs).to_disk(folder / "segmenter.spacy")
-    overrides = {
-        "paths.train": str(folder / "train.spacy"),
-        "paths.dev": str(folder / "dev.spacy"),
-        "components.transformer.model.name": tiny_bert_dir,
-        "components.trainable_lemmatizer.min_tree_freq": 1,
-        "training.max_steps": 2,
-        "training.eval_frequency": 1000,  # no evaluation: model-last only, a few seconds less
-    }
-    train(REPO / "configs" / "pipeline_minilm.cfg", folder / "output", overrides=overrides)
-    return folder / "output" / "model-last"
+    return train_ud_pipeline("pipeline_minilm.cfg", tiny_bert_dir, docs, folder)
 
 
 def train_segmenter(config: str, trained_model: Path, output: str, **overrides) -> Path:
@@ -292,7 +279,7 @@ def test_assembled_as_en_pairatt_it_ships_every_annotation_and_its_scores(traine
         str(trained_model),
         str(shipped),
         str(accuracy),
-        notes=model_card_notes(tmp_path / "checkout", ud_pipeline=True),
+        notes=model_card_notes(tmp_path / "checkout"),
         ud_scores=str(ud_scores),
         sentence_scores=str(sentence_scores),
     )

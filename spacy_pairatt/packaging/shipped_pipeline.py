@@ -38,8 +38,10 @@ def describe_pipeline(nlp) -> str:
     apart = [text for name, text in COMPONENT_DESCRIPTIONS.items() if name in nlp.pipe_names and name not in listening]
     if "sentencizer" in nlp.pipe_names:
         apart.append("sentence boundaries by spaCy's rule-based sentencizer")
+    encoder = encoder_source(nlp)
     description = (
-        "English pipeline from spacy-pairatt. Read from one shared all-MiniLM-L6-v2 transformer with attention "
+        f"English pipeline from spacy-pairatt. Read from one shared {encoder['name'] + ' ' if encoder else ''}"
+        "transformer with attention "
         f"output: {''.join(text + ', ' for text in shared)}the dependency parse (pairatt_parser: a biaffine "
         "pair scorer over hidden states and the attention weights of every layer and head, MST decoding)."
     )
@@ -48,22 +50,32 @@ def describe_pipeline(nlp) -> str:
     return description + " Trained on UD English-EWT 2.16 (train split); scores are on its test split."
 
 
-MODEL_CARD = {
-    "name": "pairatt",
+MODEL_CARD = {"name": "pairatt", "license": "CC BY-SA 4.0"}
+TRAINING_DATA = {
+    "name": "UD English-EWT 2.16",
+    "url": "https://github.com/UniversalDependencies/UD_English-EWT",
     "license": "CC BY-SA 4.0",
-    "sources": [
-        {
-            "name": "UD English-EWT 2.16",
-            "url": "https://github.com/UniversalDependencies/UD_English-EWT",
-            "license": "CC BY-SA 4.0",
-        },
-        {
-            "name": "all-MiniLM-L6-v2",
-            "url": "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
-            "license": "Apache 2.0",
-        },
-    ],
 }
+# The encoders the shipped tiers are fine-tuned from (en_pairatt's, en_pairatt_trf's), by Hugging Face model type.
+ENCODER_SOURCES = {
+    "bert": {
+        "name": "all-MiniLM-L6-v2",
+        "url": "https://huggingface.co/sentence-transformers/all-MiniLM-L6-v2",
+        "license": "Apache 2.0",
+    },
+    "mpnet": {
+        "name": "all-mpnet-base-v2",
+        "url": "https://huggingface.co/sentence-transformers/all-mpnet-base-v2",
+        "license": "Apache 2.0",
+    },
+}
+
+
+def encoder_source(nlp) -> Optional[Dict]:
+    """The source of the pipeline's encoder for meta.json; None for a transformer of another type, or none."""
+    if "transformer" not in nlp.pipe_names:
+        return None
+    return ENCODER_SOURCES.get(nlp.get_pipe("transformer").model.transformer.config.model_type)
 
 
 # ud-eval figures, (metric, figure, key), under the names spaCy's meta.json and model card use: tags and
@@ -172,8 +184,10 @@ def assemble_pipeline(
     if "pairatt_release_attention" not in nlp.pipe_names:
         # Attention is read by the parser only; dropped after it (keep="float16" keeps word-level maps).
         nlp.add_pipe("pairatt_release_attention")
+    encoder = encoder_source(nlp)
     nlp.meta.update(
         MODEL_CARD,
+        sources=[TRAINING_DATA] + ([encoder] if encoder else []),
         description=describe_pipeline(nlp),
         notes=notes,
         requirements=package_requirements(),

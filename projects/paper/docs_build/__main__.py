@@ -4,6 +4,8 @@ block of the checkout's README.md and docs/*.md from both projects' results; or 
 import argparse
 from pathlib import Path
 
+from .plan import PLAN
+
 PROG = "python -m docs_build"
 
 
@@ -12,7 +14,8 @@ def main(argv=None) -> None:
     parser.add_argument("--root", type=Path, default=Path(__file__).parents[3], help="the checkout (default: this one)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
     parser.add_argument("--model-card", metavar="PATH", help="instead, write the model card's notes (assemble --notes)")
-    parser.add_argument("--parser-only", action="store_true", help="with --model-card: the parser alone's card")
+    parser.add_argument("--tier", choices=sorted(PLAN["model_card"]), default="ud_pipeline",
+                        help="with --model-card: whose card (en_pairatt, en_pairatt_parser, en_pairatt_trf; default: en_pairatt)")  # fmt: skip
     args = parser.parse_args(argv)
     from spacy_pairatt.reporting.json_files import write_text
 
@@ -23,7 +26,7 @@ def main(argv=None) -> None:
         raise SystemExit(f"{PROG}: error: no README.md or docs/*.md in {args.root.resolve()}: --root is the checkout")
     try:
         if args.model_card:
-            write_text(args.model_card, model_card_notes(args.root, ud_pipeline=not args.parser_only))
+            write_text(args.model_card, model_card_notes(args.root, args.tier))
         changed = [] if args.model_card else regenerate(args.root, check=args.check)
     except (OSError, ValueError) as error:  # a results file without a figure, a full disk
         raise SystemExit(f"{PROG}: error: {error}") from None

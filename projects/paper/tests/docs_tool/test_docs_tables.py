@@ -107,18 +107,18 @@ def test_the_model_card_names_each_limit_the_docs_state():
     """The docs state en_pairatt's limits (the UD pipeline); en_pairatt_parser's card has its own two."""
     limits = block_text((REPO / "docs" / "parser.md").read_text(encoding="utf8"), "limits")
     stated = [line[2:] for line in limits.splitlines() if line.startswith("- ")]
-    card = model_card_notes(REPO, ud_pipeline=True)
+    card = model_card_notes(REPO, "ud_pipeline")
     assert len(stated) >= 8
     for limit in stated:
         assert limit in card, limit
     assert block_text((REPO / "README.md").read_text(encoding="utf8"), "limits") == limits
-    parser_card = model_card_notes(REPO, ud_pipeline=False)
+    parser_card = model_card_notes(REPO, "parser")
     assert "Predicts heads and UD dependency labels only" in parser_card and "CNN senter" in parser_card
     assert sum(limit not in parser_card for limit in stated) == 2
 
 
 def test_the_model_card_gives_the_measured_figures():
-    card = model_card_notes(REPO, ud_pipeline=False)
+    card = model_card_notes(REPO, "parser")
     test = json.loads((REPO / "results" / "pairatt_test.json").read_text(encoding="utf8"))
     assert f"UAS {100 * test['scores']['dep_uas']:.1f}, LAS {100 * test['scores']['dep_las']:.1f}" in card
     speed = json.loads((PAPER / "results" / "bench_speed.json").read_text(encoding="utf8"))
@@ -358,9 +358,9 @@ def test_without_docs_under_root_the_command_says_so_in_one_line(tmp_path):
 
 
 def test_the_model_card_notes_are_written_for_assemble(tmp_path):
-    main(["--root", str(REPO), "--model-card", str(tmp_path / "notes.md"), "--parser-only"])
+    main(["--root", str(REPO), "--model-card", str(tmp_path / "notes.md"), "--tier", "parser"])
     notes = (tmp_path / "notes.md").read_text(encoding="utf8")
-    assert notes == model_card_notes(REPO, ud_pipeline=False) and "### Limits" in notes
+    assert notes == model_card_notes(REPO, "parser") and "### Limits" in notes
 
 
 def test_the_package_has_no_docs_command():
