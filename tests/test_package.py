@@ -186,11 +186,12 @@ def test_trf_wheel_installs_offline_and_parses(tiny_mpnet_dir, tmp_path, monkeyp
     (tmp_path / "scores.json").write_text(json.dumps({"scores": scores}))
     shutil.rmtree(encoder)
 
-    result = install_offline_and_parse(model, tmp_path / "scores.json", "ud_pipeline_trf", f"{PACKAGE_NAME}_trf", tmp_path)
+    name = f"{PACKAGE_NAME}_trf"
+    result = install_offline_and_parse(model, tmp_path / "scores.json", "ud_pipeline_trf", name, tmp_path)
 
     assert_scored_and_one_tree_a_sentence(result, scores)
     assert result["pipe_names"] == [*nlp.pipe_names] and nlp.pipe_names[:2] == ["transformer", "senter"]
-    assert result["meta"]["name"] == f"{PACKAGE_NAME}_trf"
+    assert result["meta"]["name"] == name
     assert [source["name"] for source in result["meta"]["sources"]] == ["UD English-EWT 2.16", "all-mpnet-base-v2"]
     assert "all-mpnet-base-v2" in result["meta"]["description"] and "MiniLM" not in result["readme"]
     assert "fine-tuned from all-mpnet-base-v2 (Apache 2.0)" in result["readme"]

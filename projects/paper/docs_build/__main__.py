@@ -14,8 +14,9 @@ def main(argv=None) -> None:
     parser.add_argument("--root", type=Path, default=Path(__file__).parents[3], help="the checkout (default: this one)")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a block differs")
     parser.add_argument("--model-card", metavar="PATH", help="instead, write the model card's notes (assemble --notes)")
+    tiers = "en_pairatt, en_pairatt_parser, en_pairatt_trf; default: en_pairatt"
     parser.add_argument("--tier", choices=sorted(PLAN["model_card"]), default="ud_pipeline",
-                        help="with --model-card: whose card (en_pairatt, en_pairatt_parser, en_pairatt_trf; default: en_pairatt)")  # fmt: skip
+                        help=f"with --model-card: whose card ({tiers})")  # fmt: skip
     args = parser.parse_args(argv)
     from spacy_pairatt.reporting.json_files import write_text
 

@@ -120,8 +120,9 @@ def max_unsegmented_tokens(results: Results, ud_pipeline: bool = True, files: Bl
 def segmenter(results: Results, ud_pipeline: bool = True, files: Block = FILES) -> str:
     """Where raw text's sentences come from, and what their errors cost the parse."""
     pipeline, figures = "ud-pipeline" if ud_pipeline else "parser", ""
-    own, gold = (results.json(path) for path, _ in files.files.get(f"segmenter-{pipeline}", [("", ""), ("", "")]))
-    if own is not None and gold is not None:
+    found = [results.json(path) for path, _ in files.files.get(f"segmenter-{pipeline}", [])]  # own, gold
+    if found and None not in found:
+        own, gold = found
         sentence_f = 100 * own["scores"]["sents_f"]
         bar = against_bar(sentence_f, SENTENCE_F_BAR)
         figures = PROSE(f"segmenter-{pipeline}", own=own["scores"], gold=gold["scores"], sentence_f=sentence_f, bar=bar)
