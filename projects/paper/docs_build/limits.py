@@ -30,7 +30,7 @@ FILES = BLOCKS["limits"]  # its results files, by role
 # Each shipped pipeline's card (`--tier`): plan.json's entry, and the files of its limits' figures where they are
 # not the MiniLM tiers' (FILES).
 MODEL_CARDS = {name: Block(name, entry) for name, entry in PLAN["model_card"].items()}
-LIMIT_FILES = {name: Block(f"{name} limits", entry["limits"]) if "limits" in entry else FILES
+LIMIT_FILES = {name: Block(f"{name} limits", {"files": entry["limits"]}) if "limits" in entry else FILES
                for name, entry in PLAN["model_card"].items()}  # fmt: skip
 BENCH_WEIGHTS = {
     frozenset(): "untrained weights",
