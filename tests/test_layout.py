@@ -66,3 +66,38 @@ def test_the_architecture_map_names_every_folder_and_top_level_module_and_nothin
     present = {f"{path.name}/" for path in package.iterdir() if (path / "__init__.py").is_file()}
     present |= {path.name for path in package.glob("*.py")}
     assert named == present
+
+
+def map_entries(text):
+    """docs/architecture.md's map of spacy_pairatt/: each folder or module it names, with the text of its entry."""
+    tree = text.split("```\nspacy_pairatt/\n", 1)[1].split("```", 1)[0]
+    entries, name = {}, None
+    for line in tree.splitlines():
+        if line.startswith("  #"):
+            name = None
+        elif line.startswith("  ") and not line.startswith("   "):
+            name, _, rest = line.strip().partition(" ")
+            entries[name] = rest
+        elif name is not None:
+            entries[name] += " " + line.strip()
+    return entries
+
+
+def test_the_architecture_map_names_every_module_of_each_folder_and_only_modules_that_exist():
+    """Each folder's entry names each of its modules (by name, with or without .py); every `folder/module.py`
+    the page names is there."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "architecture.md").read_text(encoding="utf8")
+    package = root / "spacy_pairatt"
+    for folder, entry in map_entries(text).items():
+        if not folder.endswith("/"):
+            continue
+        words = set(re.findall(r"\w+", entry))
+        modules = {path.stem for path in (package / folder).glob("*.py")} - {"__init__"}
+        assert modules - words == set(), f"docs/architecture.md's {folder} names no {sorted(modules - words)}"
+    folders = "|".join(path.name for path in package.iterdir() if (path / "__init__.py").is_file())
+    for folder, module in re.findall(rf"(?<![\w/])({folders})/(\w+)\.py", text):
+        assert (package / folder / f"{module}.py").is_file(), f"docs/architecture.md names {folder}/{module}.py"

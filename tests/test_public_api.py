@@ -98,6 +98,21 @@ def test_docs_api_names_the_module_each_public_name_is_defined_in():
         assert getattr(defined, "__module__", None) == f"spacy_pairatt.{module}", f"{name} is defined elsewhere"
 
 
+# "- `NAME` (`MODULE.FUNCTION`...": a registered name and the builder api.md says setup.py registers under it.
+DOCUMENTED_BUILDERS = re.findall(r"^- `([\w.-]+)` \(`([\w.]+)`", API.split("\n## Registered names")[1], flags=re.M)
+
+
+def test_docs_api_names_the_builder_of_each_registered_name_in_the_module_that_defines_it():
+    from importlib import import_module
+
+    documented = {name: f"spacy_pairatt.{builder}" for name, builder in DOCUMENTED_BUILDERS}
+    assert len(documented) == len(DOCUMENTED_BUILDERS), "a registered name is listed twice"
+    assert documented == {name: f"{module}.{function}" for name, module, function in ENTRY_POINTS}
+    for name, dotted in documented.items():
+        module, _, function = dotted.rpartition(".")
+        assert getattr(import_module(module), function).__module__ == module, f"{name}'s builder is defined elsewhere"
+
+
 def test_docs_api_names_only_modules_and_functions_that_exist():
     from importlib import import_module
 

@@ -210,19 +210,29 @@ def encoder_sources(results: Results, block) -> Sources:
     return [(block.path("table"), "parser"), *found]
 
 
-def requirements_block(results: Results, block) -> str:
-    """Disk (projects/paper/results/footprint.json) and the wall time and peak RSS of the `all` workflow's trainings,
-    so that a user can tell whether the machine fits."""
+def disk_text(results: Results, block) -> str:
+    """The disk the stack, a trained pipeline and the data take (projects/paper/results/footprint.json)."""
     footprint = block.json(results, "footprint")
     model = footprint["folder_bytes"].get("training/pairatt/model-best")
     data = footprint["folder_bytes"].get("assets", 0) + footprint["folder_bytes"].get("corpus", 0)
     model, data = PROSE("disk-model", bytes=model) if model else "", PROSE("disk-data", bytes=data) if data else ""
+    return PROSE("disk", footprint=footprint, model=model, data=data)
+
+
+def disk_block(results: Results, block) -> str:
+    """README's requirements: the disk alone, whose files stay true when the trainings' costs go stale."""
+    return paragraphs(disk_text(results, block))
+
+
+def requirements_block(results: Results, block) -> str:
+    """Disk and the wall time and peak RSS of the `all` workflow's trainings, so that a user can tell whether
+    the machine fits."""
     costs = [(what, results.json(path)) for what, path, _ in block.files["trainings"]]
     cores = {cost["provenance"]["cores"] for _, cost in costs}
     each = "; ".join(PROSE("time-training", what=what, cost=cost) for what, cost in costs)
     where = f"{cores.pop()} CPU cores" if len(cores) == 1 else "CPU"
     return paragraphs(
-        PROSE("disk", footprint=footprint, model=model, data=data)
+        disk_text(results, block)
         + "\n"
         + PROSE("time", where=where, each=each, seconds=sum(cost["wall_seconds"] for _, cost in costs))
     )

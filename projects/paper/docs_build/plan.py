@@ -1,6 +1,6 @@
-"""The docs' plan, plan.json: every generated block of README.md and docs/*.md (the text between
-`<!-- NAME:start -->` and `<!-- NAME:end -->`) with the renderer of its figures, the results files behind them
-and the command that makes them again; the model card's files.
+"""The docs' plan, plan.json: every generated block of README.md, docs/*.md and projects/paper/README.md (the
+text between `<!-- NAME:start -->` and `<!-- NAME:end -->`) with the renderer of its figures, the results files
+behind them and the command that makes them again; the model card's files.
 `regenerate` writes the blocks (tests/docs_tool/test_docs_tables.py checks that they are up to date)."""
 
 import json
@@ -59,15 +59,26 @@ class Block:
 BLOCKS = {name: Block(name, entry) for name, entry in PLAN["blocks"].items()}
 
 
-def doc_files(root: Path) -> List[Path]:
-    return sorted({path for pattern in PLAN["doc_files"] for path in Path(root).glob(pattern)})
+# The pages a user reads; the paper's README (also in "doc_files") may hold a block whose files the code has
+# changed under until it is made again.
+USER_DOCS = ("README.md", "docs/*.md")
+
+
+def doc_files(root: Path, patterns=None) -> List[Path]:
+    return sorted({path for pattern in patterns or PLAN["doc_files"] for path in Path(root).glob(pattern)})
+
+
+def relative_links(text: str, page: Path) -> str:
+    """A block's links to docs/X.md (as README.md and the model card have them), relative to `page`."""
+    return text.replace("](docs/", "](") if page.parent.name == "docs" else text
 
 
 def regenerate(root: Path = Path("."), check: bool = False) -> List[str]:
-    """Rewrite every generated block of README.md and docs/*.md from `root`/results (check: write nothing).
+    """Rewrite every generated block of README.md, docs/*.md and projects/paper/README.md from `root`/results
+    (check: write nothing); a stale block in README.md or docs/*.md is an error.
 
     Returns "FILE: NAME" for each block whose text changed (or would change)."""
-    results, changed, texts = Results(root), [], {}
+    results, changed, texts, user_docs = Results(root), [], {}, doc_files(root, USER_DOCS)
     for path in doc_files(root):
         text = original = path.read_text(encoding="utf8")
         names = re.findall(r"<!-- ([\w-]+):start -->", text)
@@ -77,7 +88,12 @@ def regenerate(root: Path = Path("."), check: bool = False) -> List[str]:
             if name not in BLOCKS:
                 raise ValueError(f"{path}: no block <!-- {name}:start --> in docs_build/plan.json")
             texts[name] = texts[name] if name in texts else BLOCKS[name](results)
-            new = replace_marked_block(text, name, texts[name])
+            if "**Stale**" in texts[name] and path in user_docs:
+                raise ValueError(
+                    f"{path.relative_to(root)}: the block {name} is stale: re-run its command, or move it to "
+                    "projects/paper/README.md (no stale figure in the user docs)"
+                )
+            new = replace_marked_block(text, name, relative_links(texts[name], path.relative_to(root)))
             changed += [f"{path.relative_to(root)}: {name}"] if new != text else []
             text = new
         if text != original and not check:

@@ -9,7 +9,6 @@ import pytest
 from weasel.util import load_project_config
 
 from docs_build.blocks import CURVE_JSON, RUNS_DIR, curve_sources, goal_text
-from docs_build.limits import limits
 from docs_build.plan import BLOCKS
 from docs_build.results import Results, source_note
 from pairatt_paper.attention_curve import Run
@@ -20,11 +19,6 @@ COMMAND = "python -m spacy project run attention-curve projects/paper"
 COMPLETE = "Every run of the `attention-curve` workflow's plan is in the table."
 # The blocks as the docs show them: the figures, then their source note.
 attention_curve_block, attention_curve_summary_block = BLOCKS["attention-curve"], BLOCKS["attention-curve-summary"]
-
-
-def gradient_limit(results):
-    """The known limit on attention gradients, with what the curve measured of them."""
-    return next(text for text in limits(results) if text.startswith("With the default config"))
 
 
 def workflow_runs():
@@ -169,21 +163,3 @@ def test_only_a_gain_over_the_row_without_attention_reaches_the_goal():
     assert "ft:emb+att - emb+att" not in goal_text([over_att, over_emb])
     reached = {**over_emb, "pooled": 1.25, "at_least_one_point": True}
     assert goal_text([over_att, reached]).endswith("reached by ft:emb+att - emb at 100 sentences (+1.25).")
-
-
-def test_the_attention_gradient_limit_gives_what_the_curve_measured_of_the_ftatt_config(tmp_path):
-    results = Results(tmp_path)
-    assert gradient_limit(results).endswith("carries them through the attention as well.")
-    over_att = {
-        "dataset": "ewt", "n_train": 400, "size": "n400", "better": "ftatt", "worse": "att",
-        "comparison": "ft:emb+att - emb+att", "domain": "ewt", "metric": "las", "seeds": [0, 1, 2],
-        "by_seed": [0.5, 0.2, 0.1], "pooled": 0.27, "verdict": "not shown",
-    }  # fmt: skip
-    over_emb = {**over_att, "worse": "emb", "comparison": "ft:emb+att - emb", "pooled": 0.9}
-    small = {**over_att, "n_train": 100, "size": "n100", "seeds": [0], "pooled": 1.5, "verdict": "holds, one seed"}
-    write(tmp_path, CURVE_JSON, {"runs": [], "comparisons": [over_att, over_emb, small], "curve": []})
-
-    text = gradient_limit(Results(tmp_path))
-
-    assert "100 sentences +1.50 (holds, one seed; seeds 0); 400 sentences +0.27 (not shown; seeds 0, 1, 2)" in text
-    assert text.endswith("not measured with more than 400 training sentences.") and "+0.90" not in text

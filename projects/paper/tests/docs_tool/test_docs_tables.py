@@ -105,15 +105,16 @@ def test_the_readme_keeps_the_install_and_test_commands_ci_runs():
 
 def test_the_model_card_names_each_limit_the_docs_state():
     """The docs state en_pairatt's limits (the UD pipeline); en_pairatt_parser's card has its own two."""
-    limits = block_text((REPO / "docs" / "parser.md").read_text(encoding="utf8"), "limits")
+    limits = block_text((REPO / "README.md").read_text(encoding="utf8"), "limits")
     stated = [line[2:] for line in limits.splitlines() if line.startswith("- ")]
     card = model_card_notes(REPO, "ud_pipeline")
     assert len(stated) >= 8
     for limit in stated:
         assert limit in card, limit
-    assert block_text((REPO / "README.md").read_text(encoding="utf8"), "limits") == limits
+    in_docs = block_text((REPO / "docs" / "parser.md").read_text(encoding="utf8"), "limits")
+    assert in_docs == limits.replace("](docs/", "](")
     parser_card = model_card_notes(REPO, "parser")
-    assert "Predicts heads and UD dependency labels only" in parser_card and "CNN senter" in parser_card
+    assert "Predicts heads and UD dependency labels only" in parser_card and "package's segmenter" in parser_card
     assert sum(limit not in parser_card for limit in stated) == 2
 
 
@@ -129,31 +130,6 @@ def test_the_model_card_gives_the_measured_figures():
 def write(root, path, data):
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_text(json.dumps(data), encoding="utf8")
-
-
-def test_the_speed_limit_names_the_weights_the_bench_timed(tmp_path, monkeypatch):
-    from docs_build.limits import speed as speed_limit
-
-    monkeypatch.setattr(Results, "committed", lambda self, path: None)
-    speed = {
-        "machine": {"torch_threads": 2},
-        "models": {"pairatt_parser": "training/pairatt/model-best", "transition": None},
-        "inference": {"ratio_b_over_a": 0.85, "ratio_b_over_c_wordpiece_batched": 0.8},
-        "provenance": {"created": "2030-01-01T00:00:00+00:00"},
-    }
-    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
-    assert "trained pairatt_parser, initialised transition parser, 2 torch threads" in speed_limit(Results(tmp_path))
-    speed["models"]["transition"] = "training/transition/model-best"
-    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
-    assert "(projects/paper/results/bench.md, trained pipelines," in speed_limit(Results(tmp_path))
-    speed["models"] = {"pairatt_parser": None, "transition": None}
-    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
-    assert "untrained weights" in speed_limit(Results(tmp_path))
-    del speed["models"]
-    write(tmp_path, "projects/paper/results/bench_speed.json", speed)
-    missing = "^projects/paper/results/bench_speed.json has no 'models': re-run the command that makes"
-    with pytest.raises(ValueError, match=missing):
-        speed_limit(Results(tmp_path))
 
 
 def test_results_without_provenance_are_marked_and_old_ones_stale(tmp_path, monkeypatch):
@@ -306,33 +282,6 @@ def test_each_code_change_is_the_commit_it_names():
         assert change.affects <= RESULT_KINDS
 
 
-def test_the_heap_limit_gives_the_memory_benchmark_growth_and_marks_it_stale_after_a_bench_change(tmp_path):
-    """limits.heap reads results/bench_memory.json: no figure without it, the growth and sizes with it,
-    and the stale marker once a change of kind "bench" comes after the file was made."""
-    from docs_build.limits import heap as heap_limit
-
-    assert "%" not in heap_limit(Results(tmp_path))
-    last_bench = [change for change in CODE_CHANGES if "bench" in change.affects][-1]
-    runs = [
-        {"sentences": n, "heap_release": True, "peak_rss_mb_while_parsing": mb}
-        for n, mb in ((2000, 1000.0), (20000, 1358.0))
-    ]
-    memory = {
-        "runs": runs, "peak_rss_growth": 0.358, "heap_release": {"words_between": 1000, "min_growth_bytes": 2**26},
-        "speed_check": {"speed_cost_at_default_interval": 0.01},
-    }  # fmt: skip
-    path = tmp_path / "projects" / "paper" / "results" / "bench_memory.json"
-    path.parent.mkdir(parents=True)
-
-    path.write_text(json.dumps({**memory, "provenance": {"created": "2100-01-01T00:00:00+00:00"}}), "utf8")
-    fresh = heap_limit(Results(tmp_path))
-    path.write_text(json.dumps({**memory, "provenance": {"created": "2000-01-01T00:00:00+00:00"}}), "utf8")
-    stale = heap_limit(Results(tmp_path))
-
-    assert "grew +36% from 2,000 to 20,000 streamed sentences (projects/paper/results/bench.md)" in fresh
-    assert f"(projects/paper/results/bench.md; stale: measured before {last_bench.what})" in stale
-
-
 def test_the_check_runs_as_a_module_and_imports_neither_spacy_torch_numba_nor_the_command_line():
     """`python -m docs_build --check` only reads results/ and writes text: it stays light enough for any CI step,
     and the package's command line (which imports nothing of docs_build) is not loaded."""
@@ -391,3 +340,33 @@ def test_a_results_file_without_a_figure_is_named_in_one_line():
 
     with pytest.raises(ValueError, match=r"model_card_measured.md, piece 'parser-test': its figures lack 'dep_las'"):
         Prose("model_card_measured.md")("parser-test", result={"scores": {"dep_uas": 0.9}})
+
+
+def test_the_known_limits_are_at_most_ten_lines_each_linking_to_its_page():
+    """README's limits are one line each with a link to the docs page of its detail."""
+    readme = block_text((REPO / "README.md").read_text(encoding="utf8"), "limits").strip("\n").splitlines()
+    assert 1 <= len(readme) <= 10 and all(line.startswith("- ") for line in readme)
+    for line in readme:
+        page = re.search(r"\]\((docs/[\w.]+\.md)(#[\w-]+)?\)", line)
+        assert page and (REPO / page[1]).is_file(), line
+
+
+def test_no_stale_mark_in_the_readme_or_the_docs():
+    """A block the code has changed under is made again or waits in projects/paper/README.md."""
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf8")
+        assert "**Stale**" not in text and "stale: measured" not in text, path.name
+
+
+def test_regenerate_refuses_a_stale_block_in_the_user_docs_and_writes_it_in_the_papers_readme(tmp_path, monkeypatch):
+    stale = "figures\n*Source: x. **Stale**: made before a change; re-run: `it`.*\n"
+    monkeypatch.setattr(plan, "BLOCKS", {"figure": lambda results: stale})
+    block = "<!-- figure:start -->\nold\n<!-- figure:end -->\n"
+    (tmp_path / "projects" / "paper").mkdir(parents=True)
+    (tmp_path / "projects" / "paper" / "README.md").write_text(block)
+    assert regenerate(tmp_path) == ["projects/paper/README.md: figure"]
+    assert "**Stale**" in (tmp_path / "projects" / "paper" / "README.md").read_text()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text(block)
+    with pytest.raises(ValueError, match="docs/a.md: the block figure is stale: re-run its command, or move it"):
+        regenerate(tmp_path, check=True)
