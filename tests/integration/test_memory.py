@@ -398,55 +398,6 @@ def test_a_training_process_keeps_jemalloc_purging_on_its_own():
     assert (held, returned) == ("False", "True")
 
 
-def test_the_known_limit_goes_once_the_benchmark_is_within_the_bars(tmp_path):
-    """limits.heap: the growth and the speed cost while either bar is missed, led by jemalloc's figures
-    where it meets both; nothing once glibc's release meets both."""
-    import json
-
-    from docs_build.limits import heap as heap_limit
-    from docs_build.limits import limits
-    from docs_build.results import Results
-
-    def runs(peak_20k, longest=20000):
-        return [{"sentences": 2000, "heap_release": True, "peak_rss_mb_while_parsing": 1000.0},
-                {"sentences": longest, "heap_release": True, "peak_rss_mb_while_parsing": peak_20k}]  # fmt: skip
-
-    def bench(peak_20k, cost, longest=20000, mmap_threshold=None, jemalloc=None):
-        memory = {"runs": runs(peak_20k, longest), "peak_rss_growth": peak_20k / 1000 - 1,
-                  "heap_release": {"words_between": 1000, "min_growth_bytes": 64 * MB},
-                  "speed_check": {"speed_cost_at_default_interval": cost},
-                  "bytes_kept_per_doc": {"no release component": 500000, "release": 50000},
-                  "provenance": {"created": "2100-01-01T00:00:00+00:00"}}  # fmt: skip
-        if mmap_threshold:
-            memory["heap_release"]["mmap_threshold_bytes"] = mmap_threshold
-        if jemalloc:
-            peak, cost = jemalloc
-            check = {"speed_cost": cost, "mean_ratio_jemalloc_over_glibc": 1 - cost}
-            memory["jemalloc"] = {"version": "jemalloc 5.3.0", "runs": runs(peak), "speed_check": check}
-        (tmp_path / "projects" / "paper" / "results").mkdir(parents=True, exist_ok=True)
-        (tmp_path / "projects" / "paper" / "results" / "bench_memory.json").write_text(json.dumps(memory), "utf8")
-        return Results(tmp_path)
-
-    assert "grew +12% from 2,000 to 20,000" in heap_limit(bench(1120.0, 0.01))
-    assert "at 4.0% of parse speed (target 3%)" in heap_limit(bench(1050.0, 0.04))
-    assert "on glibc's malloc, parsing maps arrays of 4 MB and more (glibc's mmap threshold) and hands" in heap_limit(
-        bench(1050.0, 0.04, mmap_threshold=4 * MB)
-    )
-    assert heap_limit(bench(1050.0, 0.04)).startswith("By default a pipeline leaves the allocator alone")
-    assert "from 2,000 to 5,000" in heap_limit(bench(1050.0, 0.01, longest=5000))  # too short to tell
-    flat = heap_limit(bench(1120.0, 0.04, jemalloc=(1050.0, -0.02)))
-    assert flat.startswith("With bounded memory (opt-in: `parse --bounded-memory`") and "1,050 MB over 20,000" in flat
-    assert (
-        "at 1.020 times the speed of glibc's malloc left alone (within the targets below). Without it, by default"
-        in flat
-    )
-    assert "(not within the targets below)" in heap_limit(bench(1120.0, 0.04, jemalloc=(1050.0, 0.05)))  # too slow
-    assert "(not within the targets below)" in heap_limit(bench(1120.0, 0.04, jemalloc=(1120.0, 0.0)))  # grows
-    results = bench(1050.0, 0.01)
-    assert heap_limit(results) is None
-    assert not any("heap" in text for text in limits(results, ud_pipeline=False))
-
-
 @pytest.mark.parametrize("option,value", [("--words-between-checks", "0"), ("--min-growth-mb", "-3")])
 def test_the_memory_bench_refuses_a_setting_below_one(option, value):
     """0 words between checks was read as "the pipe's default" and run silently."""

@@ -385,8 +385,6 @@ def test_missing_files_and_models_in_other_commands_are_one_line(fast_model, tmp
         (["table", "no-colons"], "table: error: 'no-colons' is not NAME:SPLIT:PATH"),
         (["relations-table", f"a:{missing}.json"], "relations-table: error: .*missing.json: No such file"),
         (["assemble", missing, str(tmp_path / "out")], "assemble: error: .*Can't find model"),
-        (["visualize", "parse", "--model", missing, "--text", "a", "--output", str(tmp_path / "x.html")],
-         "visualize parse: error: .*Can't find model"),
         (["semeval-convert", missing, str(tmp_path / "out")], "semeval-convert: error: .*No such file"),
         (["docred-convert", missing, str(tmp_path / "out")], "docred-convert: error: .*No such file"),
         (["ptb-convert", missing, str(tmp_path / "out")], "ptb-convert: error: no dependency_treebank"),

@@ -399,7 +399,8 @@ def processes(rng: random.Random, nlp: Language, subprocess_run: bool = False) -
 
 
 def other_commands(rng: random.Random, nlp: Language) -> Case:
-    """Missing files and models in the other subcommands; fetch-* without network or --local data."""
+    """Missing files and models in the library's other subcommands; fetch-* without network or --local data
+    (the study's commands: tests/study/test_visualize.py)."""
     missing = "{dir}/missing"
     argv = rng.choice(
         (
@@ -412,8 +413,6 @@ def other_commands(rng: random.Random, nlp: Language) -> Case:
             ["table", "not-a-spec"],
             ["relations-table", f"a:{missing}.json"],
             ["assemble", missing, "{dir}/out"],
-            ["visualize", "parse", "--model", missing, "--text", "a", "--output", "{dir}/x.html"],
-            ["visualize", "curves", missing + ".log", "--output", "{dir}/x.png"],
             ["semeval-convert", missing, "{dir}/out"],
             ["docred-convert", missing, "{dir}/out"],
             ["ptb-convert", missing, "{dir}/out"],
@@ -421,7 +420,6 @@ def other_commands(rng: random.Random, nlp: Language) -> Case:
             ["fetch-ptb", "{dir}/ptb", "--local", missing],
             ["fetch-semeval", "{dir}/se", "--local", missing],
             ["fetch-docred", "{dir}/dr", "--local", missing],
-            ["probe", missing + ".conllu", missing + ".conllu"],
         )
     )
     return Case("other_commands", [], argv=list(argv), code=1)

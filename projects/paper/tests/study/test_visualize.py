@@ -188,3 +188,21 @@ def test_displacy_parse_contains_the_words(parser_nlp, tmp_path):
     output = tmp_path / "parse.svg"
     main(["visualize", "parse", "--model", str(tmp_path / "pipeline"), "--text", "Cats purr.", "--output", str(output)])
     assert ">Cats" in output.read_text(encoding="utf8")
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["visualize", "parse", "--model", "{dir}/missing", "--text", "a", "--output", "{dir}/x.html"],
+         "visualize parse: error: .*Can't find model"),
+        (["visualize", "curves", "{dir}/missing.log", "--output", "{dir}/x.png"],
+         "visualize curves: error: .*missing.log"),
+        (["probe", "{dir}/missing.conllu", "{dir}/missing.conllu"], "probe: error: .*missing.conllu"),
+    ],
+)  # fmt: skip
+def test_a_missing_file_or_model_is_a_one_line_error(argv, message, tmp_path):
+    """The study's commands fail as the library's do (the reliability fuzz covers those): one line naming it."""
+    with pytest.raises(SystemExit, match=message) as error:
+        main([arg.format(dir=tmp_path) for arg in argv])
+    assert isinstance(error.value.code, str) and "\n" not in error.value.code
+    assert not (tmp_path / "x.html").exists() and not (tmp_path / "x.png").exists()
