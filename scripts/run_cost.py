@@ -3,7 +3,10 @@
 The peak RSS is the kernel's `ru_maxrss` of the finished children, the figure `/usr/bin/time -v`
 prints as "Maximum resident set size": the largest single process of the command's tree, not a
 sum. With --gpu-memory, also the peak GPU memory in use while it runs (nvidia-smi, all processes).
-The command's own output passes through unchanged.
+The command's own output passes through unchanged. With --pieces, the file in which a resumable
+training (train-resumable, OUTPUT/training_pieces.json) records each call that trained it: the cost
+is then the whole run's, wall and CPU time summed over its pieces and the largest peak RSS, with
+each piece listed and the steps they cover; this call's own figures are kept as `this_call`.
 
     python bench/run_cost.py --output results/train_pairatt_cost.json --log results/train_pairatt.log \
         -- python -m spacy train configs/parser_minilm.cfg --output training/pairatt
@@ -11,6 +14,7 @@ The command's own output passes through unchanged.
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import shlex
@@ -83,6 +87,25 @@ class GPUMemoryPeak:
         self._thread.join()
 
 
+def whole_run(result: dict, pieces_path: Path) -> dict:
+    """`result` (this call's cost) as the cost of the resumable run whose pieces `pieces_path` records."""
+    if not pieces_path.is_file():
+        raise SystemExit(f"run_cost: {pieces_path} not found: the command recorded no pieces (not train-resumable?)")
+    pieces = json.loads(pieces_path.read_text(encoding="utf8"))
+    if not pieces:
+        raise SystemExit(f"run_cost: {pieces_path} records no piece of a training")
+    this_call = {key: result[key] for key in ("wall_seconds", "peak_rss_mb", "cpu_seconds")}
+    return {
+        **result,
+        "wall_seconds": round(sum(piece["wall_seconds"] for piece in pieces), 1),
+        "peak_rss_mb": max(piece["peak_rss_mb"] for piece in pieces),
+        "cpu_seconds": round(sum(piece["cpu_seconds"] for piece in pieces), 1),
+        "steps": [pieces[0]["from_step"], pieces[-1]["to_step"]],
+        "pieces": pieces,
+        "this_call": this_call,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", required=True, help="results JSON to write when the command succeeds")
@@ -90,6 +113,9 @@ def main() -> int:
     parser.add_argument("--log", help="also write the command's output (stdout and stderr) to this file")
     parser.add_argument(
         "--gpu-memory", action="store_true", help="also record the peak GPU memory in use (nvidia-smi, GPU 0)"
+    )
+    parser.add_argument(
+        "--pieces", help="a resumable training's record of its calls (train-resumable's OUTPUT/training_pieces.json)"
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args()
@@ -115,6 +141,8 @@ def main() -> int:
         **({"gpu_peak_used_mb": gpu.peak, "gpu_used_mb_before": gpu.baseline} if gpu else {}),
         "provenance": provenance(seed=args.seed, started=started, command=shlex.join(command)),
     }
+    if args.pieces:
+        result = whole_run(result, Path(args.pieces))
     write_json(args.output, result)
     print(json_text({k: v for k, v in result.items() if k != "provenance"}))
     return 0

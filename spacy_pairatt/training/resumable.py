@@ -10,6 +10,11 @@ the recorded dev scores stand in for the evaluations (so "best so far" and patie
 were). At the checkpoint's step it puts back the weights, the optimizer's state, the losses and the
 random states, and the steps after it are those of a run never stopped.
 
+Each call is a piece of the run: its steps, wall time, CPU time and peak RSS go into every checkpoint
+(`Progress.pieces`) and, as the call ends, into OUTPUT/training_pieces.json, which `scripts/run_cost.py
+--pieces` turns into the whole run's cost. A piece's work after its last checkpoint, lost to a kill, is
+not counted: what the run needed, not what its interruptions cost.
+
 The checkpoints live in OUTPUT/checkpoints, or in a folder of their own (`checkpoints_path`, the
 command's --checkpoints), such as one under the user's cache that outlives a checkout: a fresh
 checkout's run resumes from them. There the run also keeps its model-best, which a resume into an
@@ -26,9 +31,11 @@ shuffles with the global one): it is a function of the seed alone, which is what
 
 import os
 import random
+import resource
 import shutil
 import signal
 import sys
+import time
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +86,7 @@ PIPELINE_DIR = "pipeline"
 OPTIMIZER_FILE = "optimizer.msgpack"
 RANDOM_FILE = "random.msgpack"
 PROGRESS_FILE = "progress.json"
+PIECES_FILE = "training_pieces.json"  # in OUTPUT, for run_cost --pieces
 UNPROVEN = (
     "written before checkpoints recorded SHA-256s: only its files' sizes are checked, so damage that keeps "
     "a file's size would go unseen; resuming from it"
@@ -100,7 +108,9 @@ class TrainingOutcome:
 @dataclass
 class Progress:
     """What progress.json records beside the weights: `steps` completed, the dev scores of every
-    evaluation so far, the losses gathered since the last one, time, words, and the config."""
+    evaluation so far, the losses gathered since the last one, time, words, the config, and the calls
+    (`pieces`) that trained them: each one's from_step, to_step, wall_seconds, cpu_seconds, peak_rss_mb.
+    A checkpoint written before pieces were recorded has none: the list then starts at its step."""
 
     steps: int = 0
     epoch: int = 0
@@ -109,6 +119,17 @@ class Progress:
     seconds: int = 0
     words: int = 0
     config: str = ""
+    pieces: List[Dict[str, Any]] = field(default_factory=list)
+
+
+def peak_rss_mb() -> float:
+    """This process's largest resident set so far, in MB (Linux's ru_maxrss is in kB)."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 @dataclass
@@ -338,6 +359,9 @@ class ResumableRun:
         self.before_to_disk = create_before_to_disk_callback(self.T["before_to_disk"])
         self.written: Optional[Path] = None
         self.seconds_offset, self.words_offset = 0, 0  # what the steps before a resume took
+        self.started, self.cpu_at_start = time.monotonic(), cpu_seconds()
+        progress.pieces.append({"from_step": progress.steps})
+        self.update_piece()
 
     def steps(self, replay: ReplayedSteps):
         T = self.T
@@ -398,6 +422,9 @@ class ResumableRun:
                 finalize_logger()
                 if restored:
                     self.save_pipelines(is_best=False)
+                    self.update_piece()
+                    pieces = [piece for piece in progress.pieces if piece["to_step"] > piece["from_step"]]
+                    srsly.write_json(self.output_path / PIECES_FILE, pieces)
         if restored:
             stdout.write(msg.good("Saved pipeline to output directory", self.output_path / DIR_MODEL_LAST) + "\n")
         stopped_by = stop[0] if stop else None
@@ -438,9 +465,19 @@ class ResumableRun:
         self.seconds_offset, self.words_offset = self.progress.seconds - info["seconds"], self.progress.words
         restore_random_states(saved.random)
 
+    def update_piece(self) -> None:
+        """This call's piece of the run, as far as it has come."""
+        self.progress.pieces[-1].update(
+            to_step=self.progress.steps,
+            wall_seconds=round(time.monotonic() - self.started, 1),
+            cpu_seconds=round(cpu_seconds() - self.cpu_at_start, 1),
+            peak_rss_mb=peak_rss_mb(),
+        )
+
     def write_checkpoint(self) -> int:
         """A checkpoint of the steps done so far; their number."""
         nlp, optimizer, progress = self.nlp, self.optimizer, self.progress
+        self.update_piece()
 
         def write(folder: Path) -> None:
             nlp.to_disk(folder / PIPELINE_DIR)

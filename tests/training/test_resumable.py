@@ -91,6 +91,22 @@ def resumed_run(overrides, tmp_path_factory):
     return output
 
 
+def test_each_call_of_a_run_is_a_piece_of_its_cost(straight_run, resumed_run):
+    """The stopped call's piece ends at the checkpoint resumed from (its steps after it were lost, so not
+    counted) and the resumed call's takes over there; a run never stopped is one piece."""
+    pieces = srsly.read_json(resumed_run / "training_pieces.json")
+    resumed_from = pieces[0]["to_step"]  # the step the fixture's SIGTERM stopped it at, which writes a checkpoint
+    assert 5 <= resumed_from < STEPS
+    assert [(piece["from_step"], piece["to_step"]) for piece in pieces] == [(0, resumed_from), (resumed_from, STEPS + 1)]
+    straight = srsly.read_json(straight_run / "training_pieces.json")
+    assert [(piece["from_step"], piece["to_step"]) for piece in straight] == [(0, STEPS + 1)]
+    for piece in pieces + straight:
+        assert piece["wall_seconds"] > 0 and piece["cpu_seconds"] > 0 and piece["peak_rss_mb"] > 100
+    # the final checkpoint's record: the stopped call's piece as it is, this call's as far as that checkpoint
+    in_checkpoint = srsly.read_json(final_checkpoint(resumed_run) / "progress.json")["pieces"]
+    assert in_checkpoint[0] == pieces[0] and in_checkpoint[1]["to_step"] == STEPS + 1
+
+
 def final_checkpoint(output):
     saved, damaged = newest_readable(output / "checkpoints", read_checkpoint)
     assert damaged == []

@@ -86,16 +86,21 @@ def verdict(met: bool) -> str:
 
 
 def training_cost(results: Results, path: str, **fields) -> Dict:
-    """A run_cost file (bench/run_cost.py) and `fields`, with the steps of the `spacy train CONFIG` it ran (its
-    `--training.max_steps`, else its config's as it is now, read by confection as spaCy does: no spaCy import) and
-    seconds a step."""
+    """A run_cost file (scripts/run_cost.py) and `fields`, with the steps it covers and seconds a step: a resumable
+    run's recorded `steps` (from, to), else those of the `spacy train CONFIG` it ran (its `--training.max_steps`,
+    else its config's as it is now, read by confection as spaCy does: no spaCy import)."""
     from confection import Config
 
     cost = results.json(path)
-    args = shlex.split(cost["command"])
-    options = dict(zip(args, args[1:]))
-    config_steps = Config().from_disk(results.root / options["train"])["training"]["max_steps"]
-    steps = int(options.get("--training.max_steps") or config_steps)
+    if "steps" in cost:
+        first, last = cost["steps"]
+        steps = last - first
+    else:
+        args = shlex.split(cost["command"])
+        options = dict(zip(args, args[1:]))
+        config = options.get("train") or options["train-resumable"]
+        config_steps = Config().from_disk(results.root / config)["training"]["max_steps"]
+        steps = int(options.get("--training.max_steps") or config_steps)
     return {**cost, **fields, "steps": steps, "per_step": cost["wall_seconds"] / steps}
 
 
