@@ -1,15 +1,17 @@
 """en_pairatt_trf's model card (`--tier ud_pipeline_trf`): its own results files' figures and its encoder, none of
 the MiniLM tiers' bench or accuracy figures even where those files are there, and the UD pipelines' limits."""
 
+import re
 import shutil
 
 import pytest
+import srsly
 
 from docs_build.__main__ import main
 from docs_build.limits import MODEL_CARDS, model_card_notes
 from docs_build.results import Results
 from spacy_pairatt.evaluation.ud_eval import evaluate_files, write_results
-from tests.conftest import REPO, UD_DIR
+from tests.conftest import PAPER, REPO, UD_DIR
 
 
 def first_sentences(path, n: int) -> str:
@@ -65,3 +67,11 @@ def test_the_docs_tool_writes_the_trf_card_for_assemble(checkout, tmp_path):
     root, _ = checkout
     main(["--root", str(root), "--model-card", str(tmp_path / "notes.md"), "--tier", "ud_pipeline_trf"])
     assert (tmp_path / "notes.md").read_text(encoding="utf8") == model_card_notes(root, "ud_pipeline_trf")
+
+
+def test_each_model_card_command_names_a_tier_the_docs_tool_writes():
+    """The paper project's model-card commands, as `package`, `package-parser` and `package-trf` run them."""
+    lines = [line for command in srsly.read_yaml(PAPER / "project.yml")["commands"]
+             for line in command.get("script", []) if "--model-card" in line]  # fmt: skip
+    tiers = [re.search(r"--tier (\S+)", line)[1] if "--tier" in line else "ud_pipeline" for line in lines]
+    assert sorted(tiers) == sorted(MODEL_CARDS)
