@@ -50,6 +50,11 @@ def saved_pipeline(source: str, train_path: Path, scratch: Path) -> Path:
     return target
 
 
+def raw_paragraphs(conllu: Path) -> List[str]:
+    """A CoNLL-U file's raw text (its `# text` lines), one string a paragraph, as `parse` reads ud-text's file."""
+    return [line for line in raw_text(conllu.read_text(encoding="utf8").splitlines()).splitlines() if line]
+
+
 def in_turns(runs: Dict[str, Callable[[], float]], repeats: int) -> Dict[str, List[float]]:
     """Each run's seconds over `repeats` rounds, the order reversed every other round."""
     seconds: Dict[str, List[float]] = {name: [] for name in runs}
@@ -166,9 +171,7 @@ def main() -> None:
     started = time.time()
     all_docs = load_docs(Path(args.test), spacy.blank("en"))
     docs = all_docs[: args.limit] if args.limit else all_docs
-    texts = [
-        line for line in raw_text(Path(args.test_conllu).read_text(encoding="utf8").splitlines()).splitlines() if line
-    ]
+    texts = raw_paragraphs(Path(args.test_conllu))
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for text_input, named in ((False, args.pipeline), (True, args.text_pipeline)):

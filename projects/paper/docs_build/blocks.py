@@ -250,6 +250,24 @@ UPOS_BAR, LEMMAS_BAR, SENTENCE_F_BAR, LAS_CHANGE_BAR = 96.0, 96.5, 85.0, -0.3
 TOKENIZER_EFFECT_METRICS = ("Tokens", "Words", "Sentences", "UPOS", "Lemmas", "UAS", "LAS", "MLAS")
 
 
+def tiers_block(results: Results, block) -> str:
+    """The shipped UD pipelines side by side (README and both model cards): accuracy from raw text and with gold
+    tokens, words/s in both precisions, the memory of a parse and the disk, so that a user can choose one."""
+    bench, gold_tokens = block.json(results, "bench"), {name: path for name, path, _ in block.files["gold_tokens"]}
+    rows = [
+        {
+            "name": name,
+            "encoder": encoder,
+            "raw": {metric: f1_percent(results.json(raw), metric) for metric in ("Sentences", "UPOS", "Lemmas", "LAS")},
+            "gold_las": f1_percent(results.json(gold_tokens[name]), "LAS"),
+            "speed": bench["tiers"][name],
+        }
+        for name, encoder, raw, _ in block.files["raw_text"]
+    ]
+    native = "yes" if bench["native_bfloat16"] else "no (emulated: slower than float32)"
+    return paragraphs(UD_PROSE.table("tiers", rows), UD_PROSE("tiers-note", bench=bench, native=native))
+
+
 def against_bar(value: float, bar: float) -> str:
     """How a figure stands to one of the UD pipeline's targets, in words."""
     return f"{'at or above' if value >= bar else 'below'} the target of {bar:g}"

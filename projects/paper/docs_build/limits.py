@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from .blocks import Prose
-from .plan import PLAN, Block
+from .plan import BLOCKS, PLAN, Block
 from .results import Results
 
 TEMPLATE = Path(__file__).parent / "templates" / "limits.md"
@@ -74,11 +74,20 @@ def measured(results: Results, card: Block) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def tiers_section(results: Results) -> str:
+    """Both UD pipelines side by side (README's `tiers` block), once all its files are there; else nothing."""
+    block = BLOCKS["tiers"]
+    if any(results.json(path) is None for path, _ in block.sources(results)):
+        return ""
+    return MEASURED("tiers", table=block(results)) + "\n"
+
+
 def model_card_notes(root: Path = Path("."), tier: str = "ud_pipeline") -> str:
     """The model card's end for a tier of MODEL_CARDS: en_pairatt (`ud_pipeline`, the UD pipeline),
     en_pairatt_parser (`parser`) or en_pairatt_trf (`ud_pipeline_trf`)."""
     results, card = Results(root), MODEL_CARDS[tier]
     notes = TEMPLATE.with_name("model_card.md").read_text(encoding="utf8")
     limits = limits_block(results, ud_pipeline=card["ud_pipeline"])
-    notes = notes.format(measured=card(results), limits=limits, encoder=card["encoder"])
+    tiers = tiers_section(results) if card["ud_pipeline"] else ""
+    notes = notes.format(tiers=tiers, measured=card(results), limits=limits, encoder=card["encoder"])
     return notes.rstrip("\n") + "\n"
