@@ -31,14 +31,14 @@ COMPONENT_DESCRIPTIONS = {
 }
 
 
-def describe_pipeline(nlp) -> str:
-    """The model card's description: what the shipped components annotate, and which read the shared transformer."""
+def describe_pipeline(nlp, encoder: Optional[Dict]) -> str:
+    """The model card's description: what the shipped components annotate, which read the shared transformer, and
+    `encoder` (encoder_source's) by name."""
     listening = set(nlp.get_pipe("transformer").listener_map) if "transformer" in nlp.pipe_names else set()
     shared = [text for name, text in COMPONENT_DESCRIPTIONS.items() if name in listening]
     apart = [text for name, text in COMPONENT_DESCRIPTIONS.items() if name in nlp.pipe_names and name not in listening]
     if "sentencizer" in nlp.pipe_names:
         apart.append("sentence boundaries by spaCy's rule-based sentencizer")
-    encoder = encoder_source(nlp)
     description = (
         f"English pipeline from spacy-pairatt. Read from one shared {encoder['name'] + ' ' if encoder else ''}"
         "transformer with attention "
@@ -188,7 +188,7 @@ def assemble_pipeline(
     nlp.meta.update(
         MODEL_CARD,
         sources=[TRAINING_DATA] + ([encoder] if encoder else []),
-        description=describe_pipeline(nlp),
+        description=describe_pipeline(nlp, encoder),
         notes=notes,
         requirements=package_requirements(),
     )
