@@ -252,7 +252,8 @@ TOKENIZER_EFFECT_METRICS = ("Tokens", "Words", "Sentences", "UPOS", "Lemmas", "U
 
 def tiers_block(results: Results, block) -> str:
     """The shipped UD pipelines side by side (README and both model cards): accuracy from raw text and with gold
-    tokens, words/s in both precisions, the memory of a parse and the disk, so that a user can choose one."""
+    tokens, words/s in both precisions, the memory of a parse, the disk and what training each took, so that a
+    user can choose one."""
     bench, gold_tokens = block.json(results, "bench"), {name: path for name, path, _ in block.files["gold_tokens"]}
     rows = [
         {
@@ -265,7 +266,12 @@ def tiers_block(results: Results, block) -> str:
         for name, encoder, raw, _ in block.files["raw_text"]
     ]
     native = "yes" if bench["native_bfloat16"] else "no (emulated: slower than float32)"
-    return paragraphs(UD_PROSE.table("tiers", rows), UD_PROSE("tiers-note", bench=bench, native=native))
+    trainings = "; ".join(
+        UD_PROSE("tier-training", run=training_cost(results, path, what=f"`{name}`")) for name, path, _ in block.files["trainings"]
+    )
+    return paragraphs(
+        UD_PROSE.table("tiers", rows), UD_PROSE("tiers-note", bench=bench, native=native, trainings=trainings)
+    )
 
 
 def against_bar(value: float, bar: float) -> str:

@@ -1,5 +1,5 @@
 """The tier table (`tiers` block; README and both UD pipelines' model cards): each pipeline's row from its own
-ud-eval files and bench/tiers.py's entry, the same section in en_pairatt's and en_pairatt_trf's cards, none in
+ud-eval files, bench/tiers.py's entry and training cost, the same section in en_pairatt's and en_pairatt_trf's cards, none in
 the parser's, and none while a file is missing."""
 
 import json
@@ -46,6 +46,9 @@ def checkout(tmp_path):
         rates = {"float32": f32, "bfloat16": bf16}
         bench["tiers"][name] = {"precision": precision, "per_second": rates, "parse_peak_rss_mb": 2345.6,
                                 "disk_bytes": 456_700_000}  # fmt: skip
+        cost = {"command": f"python -m spacy_pairatt train-resumable configs/x.cfg", "steps": [0, 800],
+                "wall_seconds": every * 360.0, "peak_rss_mb": 10_797.3, "provenance": {"cores": 2}}  # fmt: skip
+        (tmp_path / f"results/train_{stem[name]}_cost.json").write_text(json.dumps(cost), encoding="utf8")
     (tmp_path / "projects/paper/results").mkdir(parents=True)
     (tmp_path / "projects/paper/results/bench_tiers.json").write_text(json.dumps(bench), encoding="utf8")
     return tmp_path, las
@@ -60,6 +63,7 @@ def test_each_tier_has_its_own_row_and_both_ud_cards_the_same_section(checkout):
         assert rows[name][5:10] == [f"{las[name]:.2f}", f"{las[name]:.2f}", f"{f32:,.0f}", f"{bf16:,.0f}", precision]
         assert rows[name][10:] == ["2.3", "457 |"]
     assert las["en_pairatt"] != las["en_pairatt_trf"]
+    assert "`en_pairatt` 800 steps in 2.0 h on 2 CPU cores, peak RSS 10.8 GB; `en_pairatt_trf` 800 steps in 4.0 h" in block
     cards = {tier: model_card_notes(root, tier) for tier in ("ud_pipeline", "ud_pipeline_trf", "parser")}
     section = cards["ud_pipeline"].split("### en_pairatt and en_pairatt_trf", 1)[1].split("### Measured")[0]
     assert block.strip() in section and section in cards["ud_pipeline_trf"]
