@@ -6,7 +6,8 @@ sum. With --gpu-memory, also the peak GPU memory in use while it runs (nvidia-sm
 The command's own output passes through unchanged. With --pieces, the file in which a resumable
 training (train-resumable, OUTPUT/training_pieces.json) records each call that trained it: the cost
 is then the whole run's, wall and CPU time summed over its pieces and the largest peak RSS, with
-each piece listed and the steps they cover; this call's own figures are kept as `this_call`.
+each piece listed and the steps they cover; this call's own figures are kept as `this_call`, and the
+--log keeps the output of every call a piece came from (each under a line of CALL_MARK), not this call's alone.
 
     python bench/run_cost.py --output results/train_pairatt_cost.json --log results/train_pairatt.log \
         -- python -m spacy train configs/parser_minilm.cfg --output training/pairatt
@@ -31,13 +32,17 @@ from spacy_pairatt.reporting.json_files import json_text, write_json  # noqa: E4
 from spacy_pairatt.reporting.provenance import code_at_start, provenance  # noqa: E402
 
 
-def run(command, log: Optional[Path]) -> int:
-    """Run `command`; with `log`, its output goes to the terminal and to `log` as it comes."""
+CALL_MARK = "run_cost: a call began at "
+
+
+def run(command, log: Optional[Path], resumable: bool) -> int:
+    """Run `command`; with `log`, its output goes to the terminal and to `log` as it comes: in place of what
+    `log` held, or for a `resumable` run after it, under a CALL_MARK line (keep_calls trims it at the end)."""
     if log is None:
         return subprocess.call(command)
     log.parent.mkdir(parents=True, exist_ok=True)
     with (
-        log.open("w", encoding="utf8") as sink,
+        log.open("a" if resumable else "w", encoding="utf8") as sink,
         subprocess.Popen(
             command,
             stdout=subprocess.PIPE,
@@ -48,6 +53,8 @@ def run(command, log: Optional[Path]) -> int:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},  # a Python child would hold its output back
         ) as process,
     ):
+        if resumable:
+            sink.write(f"{CALL_MARK}{time.strftime('%Y-%m-%dT%H:%M:%S%z')}\n")
         for line in process.stdout:
             for stream in (sys.stdout, sink):
                 stream.write(line)
@@ -87,6 +94,12 @@ class GPUMemoryPeak:
         self._thread.join()
 
 
+def keep_calls(log: Path, calls: int) -> None:
+    """Keep the output of the last `calls` calls in `log`: those the run's pieces came from, not an earlier run's."""
+    sections = log.read_text(encoding="utf8").split(CALL_MARK)[1:]
+    log.write_text("".join(CALL_MARK + section for section in sections[-calls:]), encoding="utf8")
+
+
 def whole_run(result: dict, pieces_path: Path) -> dict:
     """`result` (this call's cost) as the cost of the resumable run whose pieces `pieces_path` records."""
     if not pieces_path.is_file():
@@ -124,7 +137,7 @@ def main() -> int:
         parser.error("no command given (put it after --)")
     started = time.time()
     with GPUMemoryPeak() if args.gpu_memory else contextlib.nullcontext() as gpu:
-        returncode = run(command, Path(args.log) if args.log else None)
+        returncode = run(command, Path(args.log) if args.log else None, resumable=bool(args.pieces))
     if returncode != 0:
         print(
             f"run_cost: {shlex.join(command)} failed with exit status {returncode}; {args.output} not written",
@@ -143,6 +156,8 @@ def main() -> int:
     }
     if args.pieces:
         result = whole_run(result, Path(args.pieces))
+        if args.log:
+            keep_calls(Path(args.log), len(result["pieces"]))
     write_json(args.output, result)
     print(json_text({k: v for k, v in result.items() if k != "provenance"}))
     return 0

@@ -14,9 +14,9 @@ PIECES = [
 ]
 
 
-def run_cost(tmp_path, *options):
+def run_cost(tmp_path, *options, code="pass"):
     output = tmp_path / "cost.json"
-    command = [sys.executable, str(RUN_COST), "--output", str(output), *options, "--", sys.executable, "-c", "pass"]
+    command = [sys.executable, str(RUN_COST), "--output", str(output), *options, "--", sys.executable, "-c", code]
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path), output
 
 
@@ -42,3 +42,18 @@ def test_a_missing_pieces_file_is_one_line_naming_it(tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"run_cost: {tmp_path / 'absent.json'} not found: the command recorded no pieces (not train-resumable?)"
     ]
+
+
+def test_a_resumable_runs_log_keeps_the_output_of_each_call_its_pieces_came_from(tmp_path):
+    log, pieces = tmp_path / "train.log", tmp_path / "pieces.json"
+    log.write_text("an earlier run's output\n")
+    options = ("--pieces", str(pieces), "--log", str(log))
+    pieces.write_text(json.dumps(PIECES[:1]))
+    run_cost(tmp_path, *options, code="print('steps 0 to 350')")
+    first = log.read_text()
+    assert "earlier run" not in first and first.count("steps 0 to 350") == 1
+    pieces.write_text(json.dumps(PIECES))
+    result, _ = run_cost(tmp_path, *options, code="print('steps 350 to 800')")
+    assert result.returncode == 0, result.stderr
+    assert log.read_text().startswith(first) and log.read_text().count("steps 350 to 800") == 1
+    assert log.read_text().count("run_cost: a call began at ") == 2
