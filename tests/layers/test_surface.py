@@ -4,10 +4,12 @@ spacy-pairatt.DropoutBiLSTMEncoder.v1: each Doc read alone, with spaCy's BiLSTM 
 import numpy as np
 import pytest
 import spacy
+import torch
 from spacy.ml.models.tok2vec import BiLSTMEncoder
 from thinc.api import Dropout, Model, chain, set_dropout_rate
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from spacy_pairatt.layers.surface import build_dropout_bilstm_encoder, build_surface_tok2vec
+from spacy_pairatt.layers.surface import LengthAwareLSTM, build_dropout_bilstm_encoder, build_surface_tok2vec
 
 
 def same_vector_for_every_token(width: int = 8) -> Model:
@@ -119,3 +121,28 @@ def test_the_bilstm_encoder_loads_the_weights_of_spacys_and_matches_it_on_one_do
     # batched, spaCy's short Doc differs from itself alone; ours does not
     assert not np.allclose(spacys.predict(batch)[0], spacys.predict(batch[:1])[0], atol=1e-6)
     np.testing.assert_allclose(ours.predict(batch)[0], ours.predict(batch[:1])[0], atol=1e-6)
+
+
+def test_the_length_aware_lstm_gives_what_torchs_lstm_over_packed_sequences_gives():
+    """Outputs, and the gradients of the inputs and of every weight, as torch's LSTM over packed
+    sequences (each sequence alone) gives them; padding rows are zeros."""
+    torch.manual_seed(0)
+    lengths = torch.tensor([7, 2, 0, 5])
+    padded = torch.randn(7, 4, 6) * (torch.arange(7).unsqueeze(1) < lengths).unsqueeze(-1)
+    ours = LengthAwareLSTM(6, 3, 2, bidirectional=True)
+    reference = torch.nn.LSTM(6, 3, 2, bidirectional=True)
+    reference.load_state_dict(ours.state_dict())
+    inputs, reference_inputs = padded.clone().requires_grad_(), padded.clone().requires_grad_()
+    output = ours(inputs, lengths)[0]
+    read = lengths > 0
+    packed = pack_padded_sequence(reference_inputs[:, read], lengths[read], enforce_sorted=False)
+    expected = torch.zeros_like(output)
+    expected[:, read] = pad_packed_sequence(reference(packed)[0], total_length=7)[0]
+    torch.testing.assert_close(output, expected, atol=1e-6, rtol=1e-5)
+    weights = torch.randn_like(output)
+    (output * weights).sum().backward()
+    (expected * weights).sum().backward()
+    torch.testing.assert_close(inputs.grad, reference_inputs.grad, atol=1e-6, rtol=1e-5)
+    for (name, ours_weight), reference_weight in zip(ours.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(ours_weight.grad, reference_weight.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert list(ours.state_dict()) == list(reference.state_dict())  # no template among its weights
