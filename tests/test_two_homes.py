@@ -119,9 +119,23 @@ def script_problems(folder: str, words, parsers, configs):
     return [f"not a python command: {words[0]}"]
 
 
+def path_in_checkout(folder: str, dep: str) -> str:
+    """`dep` of the project in `folder` as a path of the checkout for git to judge: through the project's own
+    links (projects/paper's assets/, training/ ... name the checkout's), and up to a link inside those (assets/ud_ewt
+    links to ../shared/data, outside the checkout; git judges the link and refuses what lies beyond it)."""
+    first, *rest = Path(dep).parts
+    path = (REPO / folder / first).resolve()
+    for part in rest:
+        if path.is_symlink():
+            break
+        path = path / part
+    return os.path.relpath(path, REPO.resolve())
+
+
 def test_every_command_of_both_projects_resolves():
     """Each script line calls a script, module or subcommand that exists (a run_cost wrapper's inner command too),
-    and each dependency that git would track (configs, code, results) is there."""
+    each dependency and output is one path, and each dependency that git would track (configs, code, results)
+    is there."""
     from pairatt_paper.cli import COMMAND_GROUPS
     from spacy_pairatt.cli import build_parser
 
@@ -136,7 +150,10 @@ def test_every_command_of_both_projects_resolves():
                 found = [problem for part in parts for problem in script_problems(folder, part, parsers, configs)]
                 problems += [f"{command['name']}: {problem}" for problem in found]
             deps += [(folder, command["name"], dep) for dep in command.get("deps", [])]
-    paths = [os.path.relpath((REPO / folder / dep).resolve(), REPO.resolve()) for folder, _, dep in deps]
+            # two bare variables in a row of a list come out of confection as one string, "a, b"
+            problems += [f"{command['name']}: {path!r} is two paths read as one" for key in ("deps", "outputs")
+                         for path in command.get(key, []) if ", " in path]  # fmt: skip
+    paths = [path_in_checkout(folder, dep) for folder, _, dep in deps]
     ignored = ignored_by_git(paths)
     problems += [f"{name}: dependency {dep} missing" for (_, name, dep), path in zip(deps, paths)
                  if path not in ignored and not (REPO / path).exists()]  # fmt: skip
