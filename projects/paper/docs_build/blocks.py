@@ -224,11 +224,6 @@ def disk_text(results: Results, block) -> str:
     return PROSE("disk", footprint=footprint, model=model, data=data)
 
 
-def disk_block(results: Results, block) -> str:
-    """README's requirements: the disk alone, whose files stay true when the trainings' costs go stale."""
-    return paragraphs(disk_text(results, block))
-
-
 def requirements_block(results: Results, block) -> str:
     """Disk and the wall time and peak RSS of the `all` workflow's trainings, so that a user can tell whether
     the machine fits."""
