@@ -144,12 +144,11 @@ class LengthAwareLSTM(torch.nn.LSTM):
     """
 
     def forward(self, padded: torch.Tensor, lengths: torch.Tensor):
-        steps = torch.arange(padded.shape[0]).unsqueeze(1)  # (T, 1)
-        lengths = lengths.to(steps.device)
+        steps = torch.arange(padded.shape[0], device=padded.device).unsqueeze(1)  # (T, 1)
+        lengths = lengths.to(padded.device)
         inside = steps < lengths  # (T, B): a Doc's own steps
         # the step each of a Doc's steps comes from when it is read backwards (padding stays where it is)
-        reversed_steps = torch.where(inside, lengths - 1 - steps, steps).to(padded.device)
-        inside = inside.to(padded.device)
+        reversed_steps = torch.where(inside, lengths - 1 - steps, steps)
         outputs = padded
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:

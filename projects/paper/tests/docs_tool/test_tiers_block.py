@@ -46,7 +46,7 @@ def checkout(tmp_path):
         rates = {"float32": f32, "bfloat16": bf16}
         bench["tiers"][name] = {"precision": precision, "per_second": rates, "parse_peak_rss_mb": 2345.6,
                                 "disk_bytes": 456_700_000}  # fmt: skip
-        cost = {"command": f"python -m spacy_pairatt train-resumable configs/x.cfg", "steps": [0, 800],
+        cost = {"command": "python -m spacy_pairatt train-resumable configs/x.cfg", "steps": [0, 800],
                 "wall_seconds": every * 360.0, "peak_rss_mb": 10_797.3, "provenance": {"cores": 2}}  # fmt: skip
         (tmp_path / f"results/train_{stem[name]}_cost.json").write_text(json.dumps(cost), encoding="utf8")
     (tmp_path / "projects/paper/results").mkdir(parents=True)
