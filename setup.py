@@ -65,6 +65,7 @@ setup(
             "pairatt_frozen_transformer = spacy_pairatt.components.frozen_transformer:make_pairatt_frozen_transformer",
             "pairatt_bounded_memory = spacy_pairatt.components.bounded_memory:make_bounded_memory",
             "pairatt_segmenter = spacy_pairatt.components.segmenter:make_pairatt_segmenter",
+            "pairatt_lemmatizer = spacy_pairatt.components.lemmatizer:make_pairatt_lemmatizer",
         ],
         "spacy_architectures": [
             "spacy-pairatt.PairAttParserModel.v1 = spacy_pairatt.layers.parser_model:build_pairatt_parser_model",

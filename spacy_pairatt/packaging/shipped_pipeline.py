@@ -28,6 +28,7 @@ COMPONENT_DESCRIPTIONS = {
     "tagger": "Penn Treebank tags (XPOS, Token.tag_)",
     "morphologizer": "UPOS and morphological features (Token.pos_, Token.morph)",
     "trainable_lemmatizer": "lemmas (edit trees, Token.lemma_)",
+    "lemmatizer": "lemmas (edit trees on lowercased text and a casing, Token.lemma_)",
 }
 
 
