@@ -1,7 +1,7 @@
 """`pairatt_lemmatizer`: spaCy's edit-tree lemmatizer with the letter case taken out of the trees.
 
 spaCy's `trainable_lemmatizer` learns one edit tree per spelling change from form to lemma, case
-included: "The" -> "the" and "This" -> "this" are two trees (each replaces one capital letter), so
+included: "The" -> "the" and "What" -> "what" are two trees (each replaces its capital letter), so
 lowercasing a capitalised word is learnt one first letter at a time, and "Charging" has no tree
 unless a capitalised "-ing" word with that first letter was frequent in training. Here, as in UDPipe
 2's lemma rules, a label is an edit tree between the lowercased form and the lowercased lemma plus
