@@ -49,6 +49,8 @@ def checkout(tmp_path):
         cost = {"command": "python -m spacy_pairatt train-resumable configs/x.cfg", "steps": [0, 800],
                 "wall_seconds": every * 360.0, "peak_rss_mb": 10_797.3, "provenance": {"cores": 2}}  # fmt: skip
         (tmp_path / f"results/train_{stem[name]}_cost.json").write_text(json.dumps(cost), encoding="utf8")
+    stage3 = {**cost, "wall_seconds": 1800.0, "peak_rss_mb": 3_500.0}  # en_pairatt_trf's lemmatizer
+    (tmp_path / "results/train_lemmatizer_trf_cost.json").write_text(json.dumps(stage3), encoding="utf8")
     (tmp_path / "projects/paper/results").mkdir(parents=True)
     (tmp_path / "projects/paper/results/bench_tiers.json").write_text(json.dumps(bench), encoding="utf8")
     return tmp_path, las
@@ -64,6 +66,7 @@ def test_each_tier_has_its_own_row_and_both_ud_cards_the_same_section(checkout):
         assert rows[name][10:] == ["2.3", "457 |"]
     assert las["en_pairatt"] != las["en_pairatt_trf"]
     assert "`en_pairatt` 800 steps in 2.0 h on 2 CPU cores, peak RSS 10.8 GB; `en_pairatt_trf` 800 steps in 4.0 h" in block
+    assert "`en_pairatt_trf's lemmatizer (stage 3)` 800 steps in 0.5 h on 2 CPU cores, peak RSS 3.5 GB" in block
     cards = {tier: model_card_notes(root, tier) for tier in ("ud_pipeline", "ud_pipeline_trf", "parser")}
     section = cards["ud_pipeline"].split("### en_pairatt and en_pairatt_trf", 1)[1].split("### Measured")[0]
     assert block.strip() in section and section in cards["ud_pipeline_trf"]
