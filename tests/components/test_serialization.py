@@ -67,6 +67,7 @@ PIPES = {
     "surface_tagger": ("tagger", "shared"),
     "ensemble_tagger": ("tagger", "shared"),
     "segmenter": ("pairatt_segmenter", "shared"),
+    "lemmatizer": ("pairatt_lemmatizer", "shared"),
     "frozen": ("pairatt_frozen_transformer", "frozen"),
 }
 # Factories whose pipe holds no state: nothing to save but its config, checked with the whole pipeline
@@ -91,7 +92,10 @@ def gold_docs(vocab):
     heads = [[1, 1, 1, 1], [1, 1, 1]]
     deps = [["nsubj", "ROOT", "obj", "punct"], ["nsubj", "ROOT", "punct"]]
     tags = [["NNP", "VBD", "NNP", "."], ["PRP", "VBD", "."]]
-    return [Doc(vocab, words=w, heads=h, deps=d, tags=t) for w, h, d, t in zip(words, heads, deps, tags)]
+    lemmas = [["Alice", "meet", "Bob", "."], ["they", "talk", "."]]
+    return [
+        Doc(vocab, words=w, heads=h, deps=d, tags=t, lemmas=m) for w, h, d, t, m in zip(words, heads, deps, tags, lemmas)
+    ]
 
 
 def examples(nlp):
@@ -123,11 +127,12 @@ def shared(tiny_bert_dir):
     nlp.add_pipe("tagger", name="surface_tagger", config={"model": SURFACE_TAGGER})
     nlp.add_pipe("tagger", name="ensemble_tagger", config={"model": ENSEMBLE_TAGGER})
     nlp.add_pipe("pairatt_segmenter", name="segmenter", config={"model": SEGMENTER, "overwrite": True})
+    nlp.add_pipe("pairatt_lemmatizer", name="lemmatizer", config={"model": SURFACE_TAGGER, "min_tree_freq": 1})
     nlp.add_pipe("pairatt_release_attention", config={"keep": "float16"})
     for label in ("cause", "place"):
         nlp.get_pipe("pairatt_rel").add_label(label)
     nlp.initialize(lambda: examples(nlp))
-    for name in ("surface_tagger", "ensemble_tagger", "segmenter"):
+    for name in ("surface_tagger", "ensemble_tagger", "segmenter", "lemmatizer"):
         randomise_softmaxes(nlp.get_pipe(name).model)
     set_setting(nlp, "segmenter", "threshold", 0.3)  # as `segmenter-sweep --store` leaves it
     nlp.get_pipe("pairatt_parser").cfg["arc_temperature"] = 1.5  # as `calibrate` leaves it
@@ -181,7 +186,7 @@ def prediction(nlp, name):
         return [(t.head.i, t.dep_, round(t._.head_prob, 5)) for t in doc]
     if name == "pairatt_rel":
         return [(r.head, r.tail, r.label, round(r.score, 5)) for r in doc._.relations]
-    if name.endswith("tagger") or name == "segmenter":
+    if name.endswith("tagger") or name in ("segmenter", "lemmatizer"):
         return np.asarray(nlp.get_pipe(name).model.predict([doc])[0]).round(5).tolist()
     output = doc._.trf_data.model_output
     return [np.asarray(output.last_hidden_state).round(5).tolist(), np.asarray(output.attentions[-1]).round(5).tolist()]
