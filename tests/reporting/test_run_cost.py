@@ -14,7 +14,7 @@ PIECES = [
 ]
 
 
-def run_cost(tmp_path, *options, code="pass"):
+def run_cost(tmp_path, *options, code="import time; time.sleep(0.2)"):
     output = tmp_path / "cost.json"
     command = [sys.executable, str(RUN_COST), "--output", str(output), *options, "--", sys.executable, "-c", code]
     return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path), output
