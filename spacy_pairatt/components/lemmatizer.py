@@ -73,6 +73,16 @@ def apply_rule(trees: EditTrees, rule: Rule, form: str) -> Optional[str]:
     return None if lowered is None else cased(lowered, form, casing)
 
 
+def is_rule(label) -> bool:
+    """Whether a saved label is a [tree id, casing] pair (a stock trainable_lemmatizer's is a bare tree id)."""
+    return (
+        isinstance(label, (list, tuple))
+        and len(label) == 2
+        and isinstance(label[0], int)
+        and label[1] in (*CASINGS, VERBATIM)
+    )
+
+
 class CasedEditTreeLemmatizer(EditTreeLemmatizer):
     """spaCy's EditTreeLemmatizer whose labels are (edit tree on lowercased text, casing) rules
     (module docstring). Model, training and settings are the stock component's; a gold lemma no
@@ -152,7 +162,9 @@ class CasedEditTreeLemmatizer(EditTreeLemmatizer):
         return self.tree2label[rule]
 
     def _add_labels(self, labels: Dict) -> None:
-        super()._add_labels({**labels, "labels": [tuple(rule) for rule in labels.get("labels", ())]})
+        if "labels" in labels:  # rules read from JSON are lists, which the stock method cannot index by
+            labels = {**labels, "labels": [tuple(rule) if isinstance(rule, list) else rule for rule in labels["labels"]]}
+        super()._add_labels(labels)  # its checks: labels and trees both there, the trees valid
         self._index_labels()
 
     def from_bytes(self, bytes_data, *, exclude=tuple()):
@@ -167,10 +179,12 @@ class CasedEditTreeLemmatizer(EditTreeLemmatizer):
 
     def _index_labels(self) -> None:
         """Labels as (tree, casing) tuples (JSON gives lists) and the rule -> label index, after loading."""
-        rules = [tuple(rule) for rule in self.cfg["labels"]]
-        bad = next((rule for rule in rules if len(rule) != 2 or rule[1] not in (*CASINGS, VERBATIM)), None)
+        labels = self.cfg["labels"]
+        bad = next((label for label in labels if not is_rule(label)), None)
         if bad is not None:
-            raise ValueError(f"{self.name}: label {list(bad)} is not a [tree, casing] rule of pairatt_lemmatizer")
+            shown = list(bad) if isinstance(bad, (list, tuple)) else bad
+            raise ValueError(f"{self.name}: label {shown!r} is not a [tree, casing] rule of pairatt_lemmatizer")
+        rules = [(int(tree), casing) for tree, casing in labels]
         self.cfg["labels"] = rules
         self.tree2label = {rule: label for label, rule in enumerate(rules)}
 
