@@ -33,6 +33,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional
 
 import numpy as np
 import srsly
+import torch
 from spacy.language import Language
 from spacy.tokens import Doc
 from spacy.training import Example, validate_examples
@@ -40,8 +41,9 @@ from spacy.util import minibatch
 from spacy_transformers.data_classes import FullTransformerBatch, TransformerData
 from spacy_transformers.layers import TransformerListener
 from spacy_transformers.pipeline_component import DEFAULT_CONFIG, Transformer, install_extensions
-from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate
+from thinc.api import Model, Optimizer, get_array_module, set_dropout_rate, torch2xp
 from transformers import AutoModel
+from transformers.file_utils import ModelOutput
 
 from ..integration.load_settings import load_keeping
 from ..integration.span_getters import WordpieceBoundedSpans
@@ -111,6 +113,49 @@ def padded_groups(widths: np.ndarray, rows: np.ndarray, max_items: int, max_stre
     if group:
         groups.append(group)
     return groups
+
+
+def split_by_doc(batch: FullTransformerBatch) -> List[TransformerData]:
+    """`batch.split_by_doc()`, the same per-Doc TransformerData, without a dict of every Token.
+
+    spacy-transformers numbers the batch's tokens through a dict keyed by `Token` objects, one made
+    for every token of every Doc: a tenth of a MiniLM parse. A Doc's tokens are numbered after the
+    tokens of the Docs before it, so its first and last positions come from the Docs' lengths.
+    """
+    model_output = ModelOutput()
+    for key, output in batch.model_output.items():
+        if isinstance(output, torch.Tensor):
+            model_output[key] = torch2xp(output)
+        elif isinstance(output, tuple) and all(
+            isinstance(t, torch.Tensor) and t.shape[0] == batch.model_output.last_hidden_state.shape[0] for t in output
+        ):
+            model_output[key] = [torch2xp(t) for t in output]
+    outputs, row, wordpieces_before, tokens_before = [], 0, 0, 0
+    for doc_spans in batch.spans:
+        doc_start = tokens_before
+        if doc_spans:  # spacy-transformers numbers the tokens of the Docs with spans only
+            tokens_before += len(doc_spans[0].doc)
+        if not doc_spans or not len(doc_spans[0]):
+            outputs.append(TransformerData.empty())
+            continue
+        end = row + len(doc_spans)
+        doc_align = batch.align[doc_start + doc_spans[0].start : doc_start + doc_spans[-1].end]
+        doc_align.data = doc_align.data - wordpieces_before
+        wordpieces = batch.wordpieces[row:end]
+        doc_output = ModelOutput()
+        for key, output in model_output.items():
+            doc_output[key] = [t[row:end] for t in output] if isinstance(output, list) else output[row:end]
+        outputs.append(TransformerData(wordpieces=wordpieces, model_output=doc_output, align=doc_align))
+        wordpieces_before += wordpieces.input_ids.size
+        row = end
+    return outputs
+
+
+def with_doc_data(batch: FullTransformerBatch) -> FullTransformerBatch:
+    """`batch` with its per-Doc split (`doc_data`) made by `split_by_doc`."""
+    if batch.cached_doc_data is None and batch.spans:
+        batch.cached_doc_data = split_by_doc(batch)
+    return batch
 
 
 def saved_encoder_config(model_bytes: Optional[bytes]) -> Dict:
@@ -199,14 +244,15 @@ class WordpieceBatchedTransformer(Transformer):
 
     def window_sizes(self, docs: List[Doc]):
         """(widths, rows): each Doc's longest window in wordpieces and its number of windows."""
-        nested_spans = self.model.attrs["get_spans"](docs)
-        texts = [span.text for spans in nested_spans for span in spans]
-        encoded = self.model.tokenizer(texts, add_special_tokens=True)["input_ids"] if texts else []
-        lengths = [len(ids) for ids in encoded]
+        nested_spans, lengths = self.model.attrs["get_spans"].spans_and_lengths(docs)
+        lengths = lengths + self.model.tokenizer.num_special_tokens_to_add(pair=False)
         rows = np.array([len(spans) for spans in nested_spans], dtype="int64")
         ends = np.cumsum(rows)
         widths = np.array([max(lengths[end - n : end], default=0) for end, n in zip(ends, rows)], dtype="int64")
         return widths, rows
+
+    def predict(self, docs: Iterable[Doc]) -> FullTransformerBatch:
+        return with_doc_data(super().predict(docs))
 
     def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
         install_extensions()
@@ -240,7 +286,10 @@ class WordpieceBatchedTransformer(Transformer):
         if not any(len(doc) for doc in docs):
             return losses
         set_dropout_rate(self.model, drop)
-        batches = [(group, *self.model.begin_update([docs[i] for i in group])) for group in self.width_groups(docs)]
+        batches = []
+        for group in self.width_groups(docs):
+            trf_full, backprop_group = self.model.begin_update([docs[i] for i in group])
+            batches.append((group, with_doc_data(trf_full), backprop_group))
         doc_data: List[TransformerData] = [TransformerData.empty()] * len(docs)
         for group, trf_full, _ in batches:
             for index, data in zip(group, trf_full.doc_data):

@@ -6,7 +6,7 @@ truncated by spacy-transformers, leaving the tokens past the cut without encoder
 """
 
 from functools import partial
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional, Tuple
 
 import numpy as np
 from spacy.tokens import Doc, Span
@@ -73,26 +73,36 @@ class WordpieceBoundedSpans:
         self.checked_window = False
 
     def __call__(self, docs: Iterable[Doc]) -> List[List[Span]]:
+        return self.spans_and_lengths(docs)[0]
+
+    def spans_and_lengths(self, docs: Iterable[Doc]) -> Tuple[List[List[Span]], Optional[np.ndarray]]:
+        """The spans, and each one's wordpieces without special tokens (flat, in order; None before
+        the model has a tokenizer): what the component batches by, without tokenizing again."""
         nested = self.get_spans(docs)
         tokenizer = self.model.tokenizer
         if tokenizer is None:
-            return nested
+            return nested, None
         budget = wordpiece_budget(tokenizer, self.model)
         if not self.checked_window:
             check_window(self.get_spans, budget)
             self.checked_window = True
-        texts = [span.text for spans in nested for span in spans]
-        if not texts:
-            return nested
-        encoded = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
-        lengths = np.fromiter((len(ids) for ids in encoded), dtype="int64", count=len(texts))
+        lengths = wordpiece_counts(tokenizer, [span for spans in nested for span in spans])
         if (lengths <= budget).all():
-            return nested
+            return nested, lengths
         too_long = iter(lengths > budget)
-        return [
+        nested = [
             [piece for span in spans for piece in (split_span(span, tokenizer, budget) if next(too_long) else [span])]
             for spans in nested
         ]
+        return nested, wordpiece_counts(tokenizer, [span for spans in nested for span in spans])
+
+
+def wordpiece_counts(tokenizer, spans: List[Span]) -> np.ndarray:
+    """Wordpieces of each span's text, special tokens left out."""
+    if not spans:
+        return np.zeros(0, dtype="int64")
+    encoded = tokenizer([span.text for span in spans], add_special_tokens=False, verbose=False)["input_ids"]
+    return np.fromiter((len(ids) for ids in encoded), dtype="int64", count=len(spans))
 
 
 def wordpiece_budget(tokenizer, model) -> int:

@@ -5,7 +5,9 @@ import torch
 from spacy.tokens import Doc
 from thinc.api import Adam
 
-from spacy_pairatt.components.transformer import padded_groups
+from spacy_transformers.data_classes import FullTransformerBatch
+
+from spacy_pairatt.components.transformer import padded_groups, split_by_doc
 from tests.conftest import examples_from_docs, make_pipeline, make_transformer_pipeline
 
 TEXTS = [
@@ -54,6 +56,28 @@ def test_same_outputs_as_the_stock_transformer_without_padding_to_the_widest(tin
     assert all(doc._.trf_data.model_output.attentions[0].shape[-1] == widest for doc in stock_docs)
     short = [doc for doc, width in zip(our_docs, widths) if width < widest]
     assert short and all(doc._.trf_data.model_output.attentions[0].shape[-1] < widest for doc in short)
+
+
+def test_split_by_doc_is_the_stock_split(tiny_bert_dir):
+    """Per-Doc outputs and alignments as spacy-transformers' own split gives them, Docs without
+    windows and Docs of several windows included."""
+    nlp = make_transformer_pipeline(tiny_bert_dir, span_window=8)
+    nlp.initialize()
+    docs = [nlp.make_doc(text) for text in ["", *TEXTS, "  ", *TEXTS]]
+    batch = nlp.get_pipe("transformer").model.predict(docs)
+    ours, stock = split_by_doc(batch), FullTransformerBatch.split_by_doc(batch)
+    assert len(ours) == len(stock) == len(docs)
+    for doc, mine, theirs in zip(docs, ours, stock):
+        assert np.array_equal(mine.align.data, theirs.align.data)
+        assert np.array_equal(mine.align.lengths, theirs.align.lengths)
+        assert np.array_equal(mine.wordpieces.input_ids, theirs.wordpieces.input_ids)
+        assert mine.model_output.keys() == theirs.model_output.keys()
+        if "last_hidden_state" in mine.model_output:
+            assert np.array_equal(mine.model_output.last_hidden_state, theirs.model_output.last_hidden_state)
+            for layer, stock_layer in zip(mine.model_output.attentions, theirs.model_output.attentions):
+                assert np.array_equal(layer, stock_layer)
+    assert sum("last_hidden_state" in data.model_output for data in ours) == 2 * len(TEXTS) + 1
+    assert any(len(doc) > 8 for doc in docs)  # a Doc of several windows
 
 
 def transformer_gradients_of_update(nlp, examples):

@@ -4,11 +4,13 @@ import pytest
 import spacy
 
 from spacy_pairatt.integration.span_getters import (
+    WordpieceBoundedSpans,
     get_sent_windows,
     make_sent_windows,
     split_span,
     token_wordpieces,
     window_starts,
+    wordpiece_budget,
 )
 
 
@@ -72,3 +74,22 @@ def test_token_longer_than_the_budget_stands_alone(minilm_tokenizer):
     doc = spacy.blank("en")(f"short {url} tail")
     pieces = split_span(doc[:], minilm_tokenizer, 50)
     assert [piece.text for piece in pieces] == ["short", url, "tail"]
+
+
+def test_bounded_spans_count_each_spans_wordpieces_as_the_tokenizer_does(minilm_tokenizer):
+    """The lengths that the component batches by are the tokenizer's counts of the spans returned,
+    after a span too long for the encoder is cut."""
+
+    class Encoder:
+        tokenizer = minilm_tokenizer
+        transformer = None
+
+    nlp = spacy.blank("en")
+    docs = [nlp("A short one."), nlp(" ".join(["https://example.com/" + "a/" * 60] * 8)), nlp("")]
+    getter = WordpieceBoundedSpans(make_sent_windows(window=64, stride=48), Encoder())
+    nested, lengths = getter.spans_and_lengths(docs)
+    spans = [span for doc_spans in nested for span in doc_spans]
+    expected = [len(minilm_tokenizer(span.text, add_special_tokens=False)["input_ids"]) for span in spans]
+    assert list(lengths) == expected and len(nested[1]) > 1 and nested[2] == []
+    assert max(lengths) <= wordpiece_budget(minilm_tokenizer, Encoder()) < sum(lengths[1:])
+    assert getter(docs) == nested

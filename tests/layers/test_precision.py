@@ -9,6 +9,7 @@ import pytest
 import spacy
 import torch
 from spacy.util import load_config
+from spacy_transformers.layers.hf_shim import HFShim
 
 from spacy_pairatt.layers import precision
 from spacy_pairatt.layers.precision import (
@@ -151,3 +152,54 @@ def test_a_pipeline_saved_before_the_setting_runs_in_bfloat16_from_a_load_time_o
     ours, theirs = loaded(text)._.trf_data.model_output, nlp(text)._.trf_data.model_output
     assert np.allclose(ours.last_hidden_state, theirs.last_hidden_state, atol=0.1)
     assert not np.array_equal(ours.last_hidden_state, theirs.last_hidden_state)
+
+
+def autocast_each_call(shim, docs_batch):
+    """The transformer's outputs as autocast alone gives them, each weight cast on this call."""
+    with precision.precision_context(shim.precision, shim.device):
+        return as_float32(HFShim.predict(shim, docs_batch))
+
+
+def encoder_inputs(nlp, texts, monkeypatch):
+    """The ArgsKwargs that the transformer's shim is called with for `texts`."""
+    shim = nlp.get_pipe("transformer").model.layers[0].shims[0]
+    calls = []
+    monkeypatch.setattr(shim, "predict", lambda inputs: calls.append(inputs) or HFShim.predict(shim, inputs))
+    nlp.get_pipe("transformer").model.predict([nlp.make_doc(text) for text in texts])
+    monkeypatch.undo()
+    return calls[0]
+
+
+def test_kept_bfloat16_weights_give_what_autocast_gives_and_follow_the_weights(tiny_bert_dir, ud_docs, monkeypatch):
+    """Prediction keeps the linear weights' bfloat16 copies between calls: its outputs are autocast's
+    to the bit, and a training step, weights copied in, or a load shows in the next prediction, as it
+    does without the copies."""
+    nlp = tiny_parser(tiny_bert_dir, "bfloat16")
+    examples = examples_from_docs(nlp, ud_docs)
+    optimizer = nlp.initialize(lambda: examples)
+    shim = nlp.get_pipe("transformer").model.layers[0].shims[0]
+    inputs = encoder_inputs(nlp, [doc.text for doc in ud_docs[:8]], monkeypatch)
+
+    def same_as_autocast():
+        ours, theirs = shim.predict(inputs), autocast_each_call(shim, inputs)
+        assert torch.equal(ours.last_hidden_state, theirs.last_hidden_state)
+        assert all(torch.equal(a, b) for a, b in zip(ours.attentions, theirs.attentions))
+        return ours.last_hidden_state
+
+    before = same_as_autocast()
+    initial_weights = {name: tensor.clone() for name, tensor in shim._model.state_dict().items()}
+    kept = shim.bfloat_weights.get(shim._model, torch.bfloat16)
+    assert {t.dtype for t in kept.values()} == {torch.bfloat16} and all("embeddings" not in name for name in kept)
+    assert shim.bfloat_weights.get(shim._model, torch.bfloat16) is kept  # unchanged weights: the same copies
+    for _ in range(2):  # thinc's optimizer writes the weights through numpy, which torch does not see
+        nlp.update(examples, sgd=optimizer, losses={})
+    trained = same_as_autocast()
+    assert not torch.equal(trained, before)
+    trained_weights = {name: tensor.clone() for name, tensor in shim._model.state_dict().items()}
+    shim._model.load_state_dict(initial_weights)  # copied in place, as thinc's use_params swaps weights
+    assert torch.equal(same_as_autocast(), before)
+    shim._model.load_state_dict(trained_weights)
+    assert torch.equal(same_as_autocast(), trained)
+    nlp.get_pipe("transformer").from_bytes(nlp.get_pipe("transformer").to_bytes())
+    shim = nlp.get_pipe("transformer").model.layers[0].shims[0]
+    assert torch.equal(same_as_autocast(), trained)
