@@ -9,6 +9,11 @@ a casing of the result: all lowercase, cased like the form letter by letter, cap
 case. On UD English-EWT train that leaves fewer labels, each learnt from more words, and fewer dev
 words whose lemma no label gives (tests/components/test_lemmatizer.py counts the labels). A lemma
 that no casing gives ("anti-Israeli" from "Anti-Israeli") keeps a tree on the form as written.
+
+With `known_lemmas`, prediction prefers, among a word's `top_k` best rules that apply, the first
+whose lemma was a lemma in training (kept from `initialize` as learned state): an edit that makes a
+word no training lemma spells is more often a wrong edit than a new word. Where none of them makes
+a known lemma, the best rule stands.
 """
 
 from collections import Counter
@@ -85,8 +90,20 @@ def is_rule(label) -> bool:
 
 class CasedEditTreeLemmatizer(EditTreeLemmatizer):
     """spaCy's EditTreeLemmatizer whose labels are (edit tree on lowercased text, casing) rules
-    (module docstring). Model, training and settings are the stock component's; a gold lemma no
-    label gives is left out of the loss (the stock one trains it towards label 0)."""
+    (module docstring). Model, training and settings are the stock component's, and `known_lemmas`;
+    a gold lemma no label gives is left out of the loss (the stock one trains it towards label 0)."""
+
+    def __init__(self, *args, known_lemmas: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.known_lemmas = known_lemmas
+        self.training_lemmas: frozenset = frozenset()
+
+    def initialize(self, get_examples: Callable[[], Iterable[Example]], *, nlp=None, labels: Optional[Dict] = None):
+        """The stock initialization, and the training lemmas kept for `known_lemmas`."""
+        lemmas = {token.lemma_ for example in get_examples() for token in example.reference if token.lemma != 0}
+        self.cfg["training_lemmas"] = sorted(lemmas)
+        super().initialize(get_examples, nlp=nlp, labels=labels)
+        self._index_labels()
 
     def get_loss(self, examples: Iterable[Example], scores: List[Floats2d]) -> Tuple[float, List[Floats2d]]:
         validate_examples(examples, "CasedEditTreeLemmatizer.get_loss")
@@ -109,16 +126,22 @@ class CasedEditTreeLemmatizer(EditTreeLemmatizer):
         if not any(len(doc) for doc in docs):
             return [np.zeros((0,), dtype="i") for _ in docs]
         scores = self.model.predict(docs)
-        return [self.applicable_labels(doc, self.numpy_ops.asarray(doc_scores)) for doc, doc_scores in zip(docs, scores)]
+        return [self.applicable_labels(doc, self.numpy_ops.asarray(row)) for doc, row in zip(docs, scores)]
 
     def applicable_labels(self, doc: Doc, scores: np.ndarray) -> np.ndarray:
-        """Each token's first label, in descending score among its top_k, whose tree applies; -1 if none."""
+        """Each token's first label, in descending score among its top_k, whose tree applies (with
+        known_lemmas, the first whose lemma is a training lemma, where one is); -1 if none applies."""
         top_k = min(self.top_k, scores.shape[1])
         ranked = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
         labels = np.full(len(doc), -1, dtype="i")
         for position, token in enumerate(doc):
             for label in ranked[position]:
-                if self.lemma_of(int(label), token.text) is not None:
+                lemma = self.lemma_of(int(label), token.text)
+                if lemma is None:
+                    continue
+                if labels[position] == -1:
+                    labels[position] = label
+                if not self.known_lemmas or lemma in self.training_lemmas:
                     labels[position] = label
                     break
         return labels
@@ -163,7 +186,8 @@ class CasedEditTreeLemmatizer(EditTreeLemmatizer):
 
     def _add_labels(self, labels: Dict) -> None:
         if "labels" in labels:  # rules read from JSON are lists, which the stock method cannot index by
-            labels = {**labels, "labels": [tuple(rule) if isinstance(rule, list) else rule for rule in labels["labels"]]}
+            rules = [tuple(rule) if isinstance(rule, list) else rule for rule in labels["labels"]]
+            labels = {**labels, "labels": rules}
         super()._add_labels(labels)  # its checks: labels and trees both there, the trees valid
         self._index_labels()
 
@@ -178,7 +202,14 @@ class CasedEditTreeLemmatizer(EditTreeLemmatizer):
         return self
 
     def _index_labels(self) -> None:
-        """Labels as (tree, casing) tuples (JSON gives lists) and the rule -> label index, after loading."""
+        """Labels as (tree, casing) tuples (JSON gives lists), the rule -> label index and the training
+        lemmas' set, after initializing or loading."""
+        if self.known_lemmas and "training_lemmas" not in self.cfg:
+            raise ValueError(
+                f"{self.name}: known_lemmas = true needs the training lemmas, which this lemmatizer was saved "
+                "without (initialized before they were kept): initialize it again, or set known_lemmas = false"
+            )
+        self.training_lemmas = frozenset(self.cfg.get("training_lemmas", ()))
         labels = self.cfg["labels"]
         bad = next((label for label in labels if not is_rule(label)), None)
         if bad is not None:
@@ -199,6 +230,7 @@ class CasedEditTreeLemmatizer(EditTreeLemmatizer):
         "min_tree_freq": 3,
         "overwrite": False,
         "top_k": 1,
+        "known_lemmas": False,
         "scorer": {"@scorers": "spacy.lemmatizer_scorer.v1"},
     },
     default_score_weights={"lemma_acc": 1.0},
@@ -211,9 +243,11 @@ def make_pairatt_lemmatizer(
     min_tree_freq: int,
     overwrite: bool,
     top_k: int,
+    known_lemmas: bool,
     scorer: Optional[Callable],
 ) -> CasedEditTreeLemmatizer:
-    """`pairatt_lemmatizer`: trainable_lemmatizer's settings, cased edit-tree labels (module docstring)."""
+    """`pairatt_lemmatizer`: trainable_lemmatizer's settings, cased edit-tree labels; known_lemmas:
+    prefer, among the top_k rules that apply, one that makes a training lemma (module docstring)."""
     return CasedEditTreeLemmatizer(
         nlp.vocab,
         model,
@@ -222,5 +256,6 @@ def make_pairatt_lemmatizer(
         min_tree_freq=min_tree_freq,
         overwrite=overwrite,
         top_k=top_k,
+        known_lemmas=known_lemmas,
         scorer=scorer,
     )

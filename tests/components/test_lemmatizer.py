@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import spacy
 import srsly
-from spacy.util import minibatch
 from spacy.pipeline._edit_tree_internals.edit_trees import EditTrees
+from spacy.util import minibatch
 from spacy.vocab import Vocab
 
 from spacy_pairatt.components.lemmatizer import VERBATIM, apply_rule, cased, lemma_casing, lemma_rule
@@ -134,3 +134,44 @@ def test_an_empty_text_gets_no_tokens_and_a_word_no_tree_fits_keeps_its_form(tra
     doc = nlp.make_doc("Xq")
     lemmatizer.set_annotations([doc], [np.array([-1])])  # what predict gives where no label's tree applies
     assert doc[0].lemma_ == "Xq"  # the backoff: the form
+
+
+def test_known_lemmas_prefers_a_rule_that_makes_a_training_lemma(trained_lemmatizer):
+    """Among a word's top_k rules that apply, known_lemmas takes the first that makes a lemma seen in
+    training, and keeps the best rule where none does; without it the best applicable rule wins."""
+    nlp, _ = trained_lemmatizer
+    lemmatizer = nlp.get_pipe("lemmatizer")
+    assert "be" in lemmatizer.training_lemmas and "xqzv" not in lemmatizer.training_lemmas
+    doc = nlp.make_doc("was xqzvs")
+    keep = lemmatizer.tree2label[lemma_rule(lemmatizer.trees, "was", "was")]  # the identity rule
+    to_be = lemmatizer.tree2label[lemma_rule(lemmatizer.trees, "was", "be")]
+    plural = lemmatizer.tree2label.get(lemma_rule(lemmatizer.trees, "cats", "cat"))
+    assert plural is not None
+    scores = np.zeros((2, len(lemmatizer.labels)), dtype="f")
+    scores[:, keep], scores[:, to_be], scores[:, plural] = 3.0, 2.0, 1.0  # "was" first, "be" second
+    lemmatizer.top_k, lemmatizer.known_lemmas = 3, False
+    chosen = lemmatizer.applicable_labels(doc, scores)
+    assert [lemmatizer.lemma_of(int(label), token.text) for label, token in zip(chosen, doc)] == ["was", "xqzvs"]
+    lemmatizer.known_lemmas = True
+    chosen = lemmatizer.applicable_labels(doc, scores)
+    assert lemmatizer.lemma_of(int(chosen[0]), "was") == "be"  # "was" is no training lemma, "be" is
+    assert lemmatizer.lemma_of(int(chosen[1]), "xqzvs") == "xqzvs"  # neither "xqzvs" nor "xqzv" known: the best
+    lemmatizer.top_k, lemmatizer.known_lemmas = 1, False
+
+
+def test_known_lemmas_is_a_setting_given_at_load_time_and_refused_without_the_lemmas(trained_lemmatizer, tmp_path):
+    nlp, docs = trained_lemmatizer
+    nlp.to_disk(tmp_path / "pipeline")
+    override = {"components": {"lemmatizer": {"known_lemmas": True, "top_k": 4}}}
+    loaded = spacy.load(tmp_path / "pipeline", config=override)
+    lemmatizer = loaded.get_pipe("lemmatizer")
+    assert (lemmatizer.known_lemmas, lemmatizer.top_k) == (True, 4)
+    assert lemmatizer.training_lemmas == nlp.get_pipe("lemmatizer").training_lemmas
+    assert len(loaded(docs[0].text)) == len(docs[0])
+    cfg = tmp_path / "pipeline" / "lemmatizer" / "cfg"
+    settings = srsly.read_json(cfg)
+    del settings["training_lemmas"]
+    srsly.write_json(cfg, settings)
+    assert spacy.load(tmp_path / "pipeline").get_pipe("lemmatizer").training_lemmas == frozenset()
+    with pytest.raises(ValueError, match="lemmatizer: known_lemmas = true needs the training lemmas"):
+        spacy.load(tmp_path / "pipeline", config=override)
