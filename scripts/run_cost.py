@@ -31,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spacy_pairatt.reporting.json_files import json_text, write_json  # noqa: E402
 from spacy_pairatt.reporting.provenance import code_at_start, provenance  # noqa: E402
 
-
 CALL_MARK = "run_cost: a call began at "
 
 

@@ -146,7 +146,8 @@ def test_an_ensemble_segmenter_sweeps_its_member_counts_and_stores_the_first(
         (count, threshold) for count in (1, 2, 4) for threshold in (0.3, 0.6)
     ]
     assert counts["best_members"] in (1, 2, 4) and spacy.load(shipped).get_pipe("senter").model.attrs["members"] == 4
-    best_of_each = [line.split(" | ")[0] for line in counts["markdown"].splitlines() if line[:3] in ("| 1", "| 2", "| 4")]
+    lines = counts["markdown"].splitlines()
+    best_of_each = [line.split(" | ")[0] for line in lines if line[:3] in ("| 1", "| 2", "| 4")]
     assert best_of_each == ["| 1", "| 2", "| 4"]  # one row a count, its best threshold
     stored = sweep(shipped, ewt_block, tmp_path / "stored.json", "--members", "1", "--store")
     assert stored["rows"] == counts["rows"][:2] and stored["best_members"] == 1
@@ -164,7 +165,9 @@ def test_an_ensemble_segmenter_sweeps_its_member_counts_and_stores_the_first(
     np.testing.assert_allclose(senter.start_probabilities(docs[1:])[0], expected, rtol=1e-5, atol=1e-6)
 
 
-def test_a_segmenter_listening_to_a_transformer_joins_only_a_pipeline_with_its_weights(trained_model, listener_segmenter):
+def test_a_segmenter_listening_to_a_transformer_joins_only_a_pipeline_with_its_weights(
+    trained_model, listener_segmenter
+):
     """configs/segmenter_listener.cfg on stage 1's transformer goes in place of stage 1's senter; on a
     transformer whose weights differ its listener would read features it never saw: refused."""
     from spacy_pairatt.packaging.shipped_pipeline import put_senter

@@ -135,7 +135,7 @@ def sweep_markdown(sweep: Dict, title: str) -> str:
         title,
         "",
         f"Pipeline `{sweep['model']}`, raw text of `{sweep['gold']}` (a paragraph a Doc). Best: {best}.",
-        *(["", "Each member count's best threshold (every threshold's row is in the JSON)."] if len(counts) > 1 else []),
+        *(("", "Each member count's best threshold (every threshold's row is in the JSON).") if counts[1:] else ()),
         "",
         "| " + ("members | " if counts else "") + "threshold | Tokens F1 | Words F1 | Sentences F1 | missed | false |",
         "|---|" + ("---|" if counts else "") + "---|---|---|---|---|",

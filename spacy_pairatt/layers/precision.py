@@ -27,9 +27,9 @@ import warnings
 from typing import Any, ContextManager, Dict, Optional, Tuple
 
 import torch
-from torch import nn
 from spacy_transformers.layers.hf_shim import HFShim
 from thinc.api import ArgsKwargs
+from torch import nn
 
 PRECISIONS = ("float32", "bfloat16", "auto")
 # Transformer architectures without a precision -> the version with it (same arguments otherwise).

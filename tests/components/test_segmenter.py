@@ -255,7 +255,8 @@ def test_noise_on_parsed_paragraphs_moves_every_annotation_with_its_word(dev_par
             assert (old.text.lower(), old.tag_, old.pos_, str(old.morph), old.lemma_, old.dep_, old.is_sent_start) == (
                 new.text.lower(), new.tag_, new.pos_, str(new.morph), new.lemma_, new.dep_, new.is_sent_start
             )
-            assert new.head.text.lower() == old.head.text.lower() and new.head.i - new.i == kept.index(old.head) - kept.index(old)
+            assert new.head.text.lower() == old.head.text.lower()
+            assert new.head.i - new.i == kept.index(old.head) - kept.index(old)
     assert dropped > 100
 
 
@@ -330,7 +331,8 @@ def test_the_sweep_keeps_members_only_of_an_ensemble(trained_segmenter, tmp_path
     from spacy_pairatt.cli import main
 
     trained_segmenter.to_disk(tmp_path / "segmenter")
-    with pytest.raises(SystemExit, match="segmenter-sweep: error: the model is .* only an ensemble has members to keep"):
+    refusal = "segmenter-sweep: error: the model is .* only an ensemble has members to keep"
+    with pytest.raises(SystemExit, match=refusal):
         main(["segmenter-sweep", str(tmp_path / "segmenter"), str(EWT_DEV), "--members", "1"])
     with pytest.raises(SystemExit):  # argparse: a count is at least 1
         main(["segmenter-sweep", str(tmp_path / "segmenter"), str(EWT_DEV), "--members", "0"])

@@ -94,7 +94,8 @@ def gold_docs(vocab):
     tags = [["NNP", "VBD", "NNP", "."], ["PRP", "VBD", "."]]
     lemmas = [["Alice", "meet", "Bob", "."], ["they", "talk", "."]]
     return [
-        Doc(vocab, words=w, heads=h, deps=d, tags=t, lemmas=m) for w, h, d, t, m in zip(words, heads, deps, tags, lemmas)
+        Doc(vocab, words=w, heads=h, deps=d, tags=t, lemmas=m)
+        for w, h, d, t, m in zip(words, heads, deps, tags, lemmas)
     ]
 
 

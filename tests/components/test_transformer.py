@@ -3,9 +3,8 @@
 import numpy as np
 import torch
 from spacy.tokens import Doc
-from thinc.api import Adam
-
 from spacy_transformers.data_classes import FullTransformerBatch
+from thinc.api import Adam
 
 from spacy_pairatt.components.transformer import padded_groups, split_by_doc
 from tests.conftest import examples_from_docs, make_pipeline, make_transformer_pipeline

@@ -160,9 +160,9 @@ def test_attention_only_parser_fine_tunes_the_encoder(tiny_bert_dir, ud_train_do
 
 
 def test_stock_architecture_ignores_attention_gradients(tiny_bert_dir, ud_train_docs):
-    """Under the stock TransformerModel (TransformerModel.v3, with a precision) the parser computes no attention gradient: an
-    attention-only parser leaves the encoder as it is, and the documented error is raised if a
-    listener sends attention gradients anyway."""
+    """Under the stock TransformerModel (TransformerModel.v3, with a precision) the parser computes no
+    attention gradient: an attention-only parser leaves the encoder as it is, and the documented error
+    is raised if a listener sends attention gradients anyway."""
     nlp = attention_only_pipeline(tiny_bert_dir, STOCK_ARCHITECTURE)
     examples = initialized(nlp, ud_train_docs[:6])
     before = encoder_weights(nlp)

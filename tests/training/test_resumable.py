@@ -97,7 +97,8 @@ def test_each_call_of_a_run_is_a_piece_of_its_cost(straight_run, resumed_run):
     pieces = srsly.read_json(resumed_run / "training_pieces.json")
     resumed_from = pieces[0]["to_step"]  # the step the fixture's SIGTERM stopped it at, which writes a checkpoint
     assert 5 <= resumed_from < STEPS
-    assert [(piece["from_step"], piece["to_step"]) for piece in pieces] == [(0, resumed_from), (resumed_from, STEPS + 1)]
+    steps = [(piece["from_step"], piece["to_step"]) for piece in pieces]
+    assert steps == [(0, resumed_from), (resumed_from, STEPS + 1)]
     straight = srsly.read_json(straight_run / "training_pieces.json")
     assert [(piece["from_step"], piece["to_step"]) for piece in straight] == [(0, STEPS + 1)]
     for piece in pieces + straight:

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import spacy
 import torch
-from spacy.util import load_config
 from pipelines import load_docs
 from precision import raw_paragraphs, time_parsing
+from spacy.util import load_config
 from ud_pipeline_speed import named_path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))

@@ -262,7 +262,8 @@ def tiers_block(results: Results, block) -> str:
     ]
     native = "yes" if bench["native_bfloat16"] else "no (emulated: slower than float32)"
     trainings = "; ".join(
-        UD_PROSE("tier-training", run=training_cost(results, path, what=f"`{name}`")) for name, path, _ in block.files["trainings"]
+        UD_PROSE("tier-training", run=training_cost(results, path, what=f"`{name}`"))
+        for name, path, _ in block.files["trainings"]
     )
     return paragraphs(
         UD_PROSE.table("tiers", rows), UD_PROSE("tiers-note", bench=bench, native=native, trainings=trainings)

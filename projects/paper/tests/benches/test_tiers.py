@@ -44,5 +44,6 @@ def test_the_tier_bench_times_both_precisions_and_measures_a_parse_and_the_disk(
 def test_a_folder_that_is_not_a_pipeline_is_one_line_naming_it(tmp_path):
     done = run_bench("--pipeline", f"en_pairatt={tmp_path}", "--output", tmp_path / "out.json")
     assert done.returncode == 2 and not (tmp_path / "out.json").exists()
-    assert done.stderr.strip().splitlines()[-1].endswith(f"en_pairatt: {tmp_path} is not a saved pipeline (no config.cfg)")
+    last_line = done.stderr.strip().splitlines()[-1]
+    assert last_line.endswith(f"en_pairatt: {tmp_path} is not a saved pipeline (no config.cfg)")
     assert "Traceback" not in done.stderr

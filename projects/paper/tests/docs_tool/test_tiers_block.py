@@ -1,6 +1,6 @@
-"""The tier table (`tiers` block; README and both UD pipelines' model cards): each pipeline's row from its own
-ud-eval files, bench/tiers.py's entry and training cost, the same section in en_pairatt's and en_pairatt_trf's cards, none in
-the parser's, and none while a file is missing."""
+"""The tier table (`tiers` block; README and both UD pipelines' model cards): each pipeline's row from its
+own ud-eval files, bench/tiers.py's entry and training cost, the same section in en_pairatt's and
+en_pairatt_trf's cards, none in the parser's, and none while a file is missing."""
 
 import json
 
@@ -59,13 +59,15 @@ def checkout(tmp_path):
 def test_each_tier_has_its_own_row_and_both_ud_cards_the_same_section(checkout):
     root, las = checkout
     block = BLOCKS["tiers"](Results(root))
-    rows = {line.split(" | ")[0].strip("| `"): line.split(" | ") for line in block.splitlines() if line.startswith("| `")}
+    table = [line.split(" | ") for line in block.splitlines() if line.startswith("| `")]
+    rows = {cells[0].strip("| `"): cells for cells in table}
     assert list(rows) == ["en_pairatt", "en_pairatt_trf"]
     for name, (_, precision, f32, bf16) in TIERS.items():
         assert rows[name][5:10] == [f"{las[name]:.2f}", f"{las[name]:.2f}", f"{f32:,.0f}", f"{bf16:,.0f}", precision]
         assert rows[name][10:] == ["2.3", "457 |"]
     assert las["en_pairatt"] != las["en_pairatt_trf"]
-    assert "`en_pairatt` 800 steps in 2.0 h on 2 CPU cores, peak RSS 10.8 GB; `en_pairatt_trf` 800 steps in 4.0 h" in block
+    trainings = "`en_pairatt` 800 steps in 2.0 h on 2 CPU cores, peak RSS 10.8 GB; `en_pairatt_trf` 800 steps in 4.0 h"
+    assert trainings in block
     assert "`en_pairatt_trf's lemmatizer (stage 3)` 800 steps in 0.5 h on 2 CPU cores, peak RSS 3.5 GB" in block
     cards = {tier: model_card_notes(root, tier) for tier in ("ud_pipeline", "ud_pipeline_trf", "parser")}
     section = cards["ud_pipeline"].split("### en_pairatt and en_pairatt_trf", 1)[1].split("### Measured")[0]
