@@ -11,8 +11,8 @@ nothing process-wide is switched, and whatever leaves the shim is float32, since
 the parser have no bfloat16.
 
 In prediction, autocast would cast every linear layer's weights to bfloat16 again on each call: a
-pass over all of them per batch (about 85M numbers for a base-size encoder), a sixth of an MPNet
-parse in bfloat16. `BfloatWeights` keeps those copies between calls instead, rebuilt when a weight
+pass over all of them per batch (about 85M numbers for a base-size encoder, on every one of an MPNet
+parse's forward calls). `BfloatWeights` keeps those copies between calls instead, rebuilt when a weight
 changes; training steps cast as autocast does, since their gradients must reach the float32 weights.
 
 A CPU without native bfloat16 emulates it, at a fraction of float32's speed, so "auto" asks the
