@@ -81,8 +81,17 @@ def pipeline(request, saved_pipelines):
     return saved_pipelines(request.param)
 
 
-def annotations(doc):
-    return [(t.text, t.head.i, t.dep_, t.tag_, t.pos_, str(t.morph), t.lemma_, t.is_sent_start) for t in doc]
+def annotations(doc, trees: bool = True):
+    columns = [(t.text, t.tag_, t.pos_, str(t.morph), t.lemma_, t.is_sent_start) for t in doc]
+    return [(*column, t.head.i, t.dep_) for column, t in zip(columns, doc)] if trees else columns
+
+
+# The UD pipeline's trees are compared for well-formedness only: on the untrained tiny encoder its arc
+# scores come near ties, and float32 products of other shapes (another batch) can round one the other
+# way ("DON'T stop. We're GONNA win!" batched with "Hello world." takes another root than alone, at
+# bbcda61 as now; a random draw of such a pair failed one CI run in many). Its other columns, and the
+# parser pipeline's trees, must be the same.
+TREES_COMPARED = {"parser_minilm": True, "pipeline_minilm": False}
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -93,7 +102,8 @@ def annotations(doc):
 )
 def test_odd_docs_anywhere_in_a_batch(pipeline, texts, batch_size, as_tuples):
     """Each Doc of a batch gets what it gets alone: the same text, tokens and annotations."""
-    _, nlp = pipeline
+    path, nlp = pipeline
+    trees = TREES_COMPARED[path.parent.name.rstrip("0123456789")]  # the folder is mktemp(config name)
     if as_tuples:
         docs = [
             doc
@@ -103,7 +113,7 @@ def test_odd_docs_anywhere_in_a_batch(pipeline, texts, batch_size, as_tuples):
         docs = list(nlp.pipe(texts, batch_size=batch_size))
     assert [doc.text for doc in docs] == texts
     for text, doc in zip(texts, docs):
-        assert annotations(doc) == annotations(nlp(text)), text
+        assert annotations(doc, trees) == annotations(nlp(text), trees), text
         for sentence in doc.sents:
             assert all(sentence.start <= token.head.i < sentence.end for token in sentence)
 
